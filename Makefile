@@ -1,0 +1,56 @@
+# torchwise developer tasks. Every target sets up .venv first when it is missing
+# or older than pyproject.toml.
+#
+#   make demo    review the bundled example project (and inspect/doctor/ckpt it)
+#   make test    ruff, mypy and the whole pytest suite
+#   make bench   compare against the peer tools (installs the `bench` extra)
+#   make clean   remove .venv, caches and build outputs
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+EXAMPLE := examples/cifar_project
+
+# The CPU wheel of torch 2.13.0 is installed first and pinned: any other torch
+# spec would pull gigabytes of CUDA packages. The package itself accepts torch>=2.4.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: setup demo test lint typecheck unit bench clean docs
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet -e '.[dev]' $(TORCH_PIN)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "== torchwise review $(EXAMPLE) =="
+	$(BIN)/torchwise review $(EXAMPLE) --no-cache --exit-zero
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q
+
+test: lint typecheck unit
+
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_rule_docs.py
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]' $(TORCH_PIN)
+	$(BIN)/python bench/review_speed.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .torchwise_cache \
+	       src/*.egg-info .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
