@@ -49,6 +49,9 @@ docs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]' $(TORCH_PIN)
 	$(BIN)/python bench/review_speed.py
+	$(BIN)/python bench/inspect_compare.py
+	$(BIN)/python bench/doctor_catalogue.py
+	$(BIN)/python bench/ckpt_scan.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .torchwise_cache \
