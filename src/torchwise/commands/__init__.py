@@ -1,0 +1,1 @@
+"""Thin click commands, one module per ``torchwise`` subcommand (see ``cli.COMMANDS``)."""

@@ -1,0 +1,60 @@
+"""``torchwise rules``: list the review rules, or print one rule's documentation."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.argument("code", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--all", "show_all", is_flag=True, help="With no CODE: also mark rules that are off by default.")
+def rules(code: str | None, fmt: str, show_all: bool) -> None:
+    """List every rule, or explain CODE (what it does, why, example, fix).
+
+    \b
+      torchwise rules            the table of rules
+      torchwise rules TW101      one rule's documentation
+    """
+    from torchwise.errors import TorchwiseError
+    from torchwise.review.registry import all_rules, get_rule
+
+    if code is not None:
+        info = get_rule(code)
+        if info is None:
+            raise TorchwiseError(f"no rule {code!r}", hint="`torchwise rules` lists every code")
+        if fmt == "json":
+            click.echo(json.dumps(_rule_dict(info), indent=2))
+        else:
+            fix = info.fix.value if info.fix else "none"
+            state = "on" if info.default_enabled else "off"
+            click.echo(f"# {info.code} {info.name}\n")
+            click.echo(f"Severity: {info.severity.value}. On by default: {state}. Fix: {fix}.\n")
+            click.echo(info.doc)
+        return
+    table = all_rules()
+    if fmt == "json":
+        click.echo(json.dumps([_rule_dict(info) for info in table.values()], indent=2))
+        return
+    for info in table.values():
+        flags = ("*" if info.fix else " ") + (" " if info.default_enabled else "o")
+        click.echo(f"{info.code} {flags} {info.severity.value:<7} {info.name:<36} {info.summary}")
+    click.echo("\n* has an autofix   o off by default (enable with --extend-select CODE)")
+
+
+def _rule_dict(info: object) -> dict[str, object]:
+    from torchwise.review.registry import RuleInfo
+
+    assert isinstance(info, RuleInfo)
+    return {
+        "code": info.code,
+        "name": info.name,
+        "family": info.family,
+        "severity": info.severity.value,
+        "default_enabled": info.default_enabled,
+        "fix": info.fix.value if info.fix else None,
+        "summary": info.summary,
+        "doc": info.doc,
+    }

@@ -1,0 +1,96 @@
+"""Small helpers shared by rules: reading calls and building fixes."""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Applicability, Edit, Fix
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    for item in call.keywords:
+        if item.arg == name:
+            return item
+    return None
+
+
+def has_kwargs_splat(call: ast.Call) -> bool:
+    """``f(**options)`` may pass anything: rules about missing keywords stay quiet."""
+    return any(item.arg is None for item in call.keywords)
+
+
+def constant(node: ast.AST | None) -> object:
+    """The value of a literal (``True``, ``0.5``, ``"x"``), else a sentinel."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    return _NOT_CONSTANT
+
+
+_NOT_CONSTANT = object()
+
+
+def is_true(node: ast.AST | None) -> bool:
+    return constant(node) is True
+
+
+def is_false(node: ast.AST | None) -> bool:
+    return constant(node) is False
+
+
+def last_name(qualname: str | None) -> str:
+    return "" if qualname is None else qualname.rsplit(".", 1)[-1]
+
+
+def replace(ctx: Context, node: ast.AST, text: str) -> Edit:
+    start, end = ctx.span(node)
+    return Edit(start, end, text)
+
+
+def replace_fix(
+    ctx: Context,
+    node: ast.AST,
+    text: str,
+    title: str,
+    applicability: Applicability = Applicability.SAFE,
+) -> Fix:
+    return Fix(title, (replace(ctx, node, text),), applicability)
+
+
+def add_keyword(ctx: Context, call: ast.Call, text: str) -> Edit:
+    """Insert ``text`` (``"weights_only=True"``) as the call's last argument."""
+    arguments: list[ast.AST] = [*call.args, *call.keywords]
+    if arguments:
+        last = max(arguments, key=lambda node: ctx.span(node)[1])
+        end = ctx.span(last)[1]
+        return Edit(end, end, f", {text}")
+    # No arguments: the closing parenthesis is the call's last character.
+    end = ctx.span(call)[1] - 1
+    return Edit(end, end, text)
+
+
+def set_keyword(ctx: Context, call: ast.Call, name: str, value: str) -> Edit:
+    """Set ``name=value``, replacing an existing value or adding the keyword."""
+    existing = keyword(call, name)
+    if existing is not None:
+        return replace(ctx, existing.value, value)
+    return add_keyword(ctx, call, f"{name}={value}")
+
+
+def remove_keyword(ctx: Context, call: ast.Call, item: ast.keyword) -> Edit:
+    """Delete one keyword argument and the comma that separated it."""
+    start, end = ctx.span(item)
+    source = ctx.source
+    # Eat the preceding ", " when there is one, else the following one.
+    before = source.rfind(",", 0, start)
+    call_start = ctx.span(call)[0]
+    if before > call_start and source[before + 1 : start].strip() == "":
+        return Edit(before, end, "")
+    after = end
+    while after < len(source) and source[after] in " \t\n":
+        after += 1
+    if after < len(source) and source[after] == ",":
+        after += 1
+        while after < len(source) and source[after] in " \t":
+            after += 1
+    return Edit(start, after, "")
