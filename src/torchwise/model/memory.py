@@ -1,0 +1,97 @@
+"""Activation memory: live bytes of tensors created by ops, tracked per storage.
+
+A tensor's memory belongs to its storage, which views share, so tracking is by
+storage identity (``StorageWeakRef.cdata``): an op whose output aliases an input
+allocates nothing; a storage is freed when its last reference dies. Parameters,
+buffers and inputs are registered as pre-existing, so views of them are not
+counted as activations. Works the same on meta tensors, where nothing is
+really allocated but ``nbytes`` is still known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+
+class LiveBytes:
+    """Running total and peak of bytes held by storages created since start."""
+
+    def __init__(self, existing: Iterable[torch.Tensor] = ()) -> None:
+        self._known: set[int] = set()
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.current = 0
+        self.peak = 0
+        for tensor in existing:
+            self._known.add(_storage_key(tensor))
+
+    def allocated(self, tensor: torch.Tensor) -> int:
+        """Record ``tensor`` as an op output; returns the bytes it newly allocated."""
+        if tensor.is_sparse or type(tensor).__name__ == "NestedTensor":
+            return 0  # no single storage to attribute; rare in inspected models
+        storage = tensor.untyped_storage()
+        ref = StorageWeakRef(storage)  # type: ignore[no-untyped-call]
+        if ref.cdata in self._known or ref.cdata in self._live:
+            return 0
+        nbytes = storage.nbytes()
+        self._live[ref.cdata] = (ref, nbytes)
+        self.current += nbytes
+        self.peak = max(self.peak, self.current)
+        return nbytes
+
+    def collect(self) -> None:
+        """Drop storages whose last tensor died (called after every op)."""
+        dead = [key for key, (ref, _) in self._live.items() if ref.expired()]  # type: ignore[no-untyped-call]
+        for key in dead:
+            self.current -= self._live.pop(key)[1]
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    key: int = StorageWeakRef(tensor.untyped_storage()).cdata  # type: ignore[no-untyped-call]
+    return key
+
+
+#: Optimizer state per trainable parameter, in parameter-sized tensors.
+OPTIMIZER_STATES = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Estimated memory for one training step, in bytes."""
+
+    weights: int
+    gradients: int
+    optimizer: dict[str, int]
+    activations: int
+
+    def total(self, optimizer: str = "adam") -> int:
+        return self.weights + self.gradients + self.optimizer[optimizer] + self.activations
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "weights_bytes": self.weights,
+            "gradients_bytes": self.gradients,
+            "optimizer_state_bytes": dict(self.optimizer),
+            "activations_bytes": self.activations,
+            "total_bytes": {name: self.total(name) for name in self.optimizer},
+        }
+
+
+def training_memory(
+    param_bytes: int, trainable_bytes: int, activation_bytes: int
+) -> TrainingMemory:
+    """Weights + gradients (trainable only) + optimizer state + saved activations.
+
+    Gradients and optimizer state take the parameters' dtype (Adam keeps two
+    moments, SGD with momentum one buffer, plain SGD none); mixed-precision
+    master weights are not modelled.
+    """
+    return TrainingMemory(
+        weights=param_bytes,
+        gradients=trainable_bytes,
+        optimizer={name: n * trainable_bytes for name, n in OPTIMIZER_STATES.items()},
+        activations=activation_bytes,
+    )

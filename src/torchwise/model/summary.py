@@ -1,0 +1,238 @@
+"""``summarize(model, args, kwargs)``: the measured facts about a model, as data.
+
+Static facts (parameters, tied weights, buffers, dtypes) come from the module
+tree; dynamic facts (shapes, FLOPs, activation memory) from one traced forward
+(:mod:`torchwise.model.trace`), on meta by default, falling back to a fake-tensor
+run and then a real CPU run when a model cannot run on meta, with the reason
+recorded in ``notes``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from torchwise.errors import TorchwiseError
+from torchwise.model.memory import TrainingMemory, training_memory
+from torchwise.model.trace import ForwardError, TraceResult, trace
+
+#: Bumped on any incompatible change to :meth:`ModelSummary.to_dict`'s layout.
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class LayerInfo:
+    """One module's row in the layer table (``name`` "" is the root)."""
+
+    name: str
+    type_name: str
+    depth: int
+    input_shapes: list[tuple[int, ...]]
+    output_shapes: list[tuple[int, ...]]
+    params_own: int
+    params_total: int
+    params_trainable: int
+    trainable: bool | None  # None: no parameters; False also when only partly trainable
+    flops: int
+    activation_bytes: int
+    calls: int
+
+
+@dataclass
+class ModelSummary:
+    """Everything ``torchwise inspect`` reports; ``to_dict()`` is the JSON schema."""
+
+    model_name: str
+    layers: list[LayerInfo]
+    total_params: int
+    trainable_params: int
+    shared_params: list[list[str]]
+    buffer_count: int
+    buffer_bytes: int
+    param_bytes_by_dtype: dict[str, int]
+    flops_forward: int
+    macs_forward: int
+    flops_backward: int | None
+    output_shapes: list[tuple[int, ...]]
+    output_dtypes: list[str]
+    input_shapes: list[tuple[int, ...]]
+    device_used: str
+    mode: str
+    unsupported_ops: dict[str, int]
+    peak_activation_bytes: int
+    training: TrainingMemory | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(self.param_bytes_by_dtype.values())
+
+    @property
+    def flops_training(self) -> int | None:
+        """Forward + backward FLOPs of one training step (measured, not 3x guessed)."""
+        if self.flops_backward is None:
+            return None
+        return self.flops_forward + self.flops_backward
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON form (see docs/inspect.md for the schema)."""
+        data = asdict(self)
+        data.pop("training")
+        data["schema_version"] = SCHEMA_VERSION
+        data["param_bytes"] = self.param_bytes
+        data["flops_training"] = self.flops_training
+        data["macs_training"] = None if self.flops_training is None else self.flops_training // 2
+        data["training_memory"] = None if self.training is None else self.training.to_dict()
+        for key in ("output_shapes", "input_shapes"):
+            data[key] = [list(s) for s in data[key]]
+        for layer in data["layers"]:
+            layer["input_shapes"] = [list(s) for s in layer["input_shapes"]]
+            layer["output_shapes"] = [list(s) for s in layer["output_shapes"]]
+        return data
+
+
+def _unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return list(module.parameters())  # parameters() yields each tied tensor once
+
+
+def _shared_groups(model: torch.nn.Module) -> list[list[str]]:
+    names: dict[int, list[str]] = defaultdict(list)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names[id(param)].append(name)
+    return [group for group in names.values() if len(group) > 1]
+
+
+def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInfo]:
+    layers = []
+    for name, module in model.named_modules():
+        own = list(module.parameters(recurse=False))
+        total = _unique_params(module)
+        trainable = sum(p.numel() for p in total if p.requires_grad)
+        count = sum(p.numel() for p in total)
+        record = result.records.get(name)
+        layers.append(
+            LayerInfo(
+                name=name,
+                type_name=type(module).__name__,
+                depth=0 if not name else name.count(".") + 1,
+                input_shapes=record.input_shapes if record else [],
+                output_shapes=record.output_shapes if record else [],
+                params_own=sum(p.numel() for p in own),
+                params_total=count,
+                params_trainable=trainable,
+                trainable=None if count == 0 else trainable == count,
+                flops=record.flops if record else 0,
+                activation_bytes=record.activation_bytes if record else 0,
+                calls=record.calls if record else 0,
+            )
+        )
+    return layers
+
+
+def _run(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device: str,
+    train: bool,
+    backward: bool,
+    notes: list[str],
+) -> TraceResult:
+    dev = torch.device(device)
+    try:
+        return trace(model, args, kwargs, device=dev, train=train, backward=backward)
+    except ForwardError as exc:
+        if dev.type != "meta":
+            raise
+        cause = exc.__cause__
+        reason = traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else ""
+    real = all(p.device.type != "meta" for p in model.parameters())
+    if not real:
+        raise TorchwiseError(
+            f"the model cannot run on the meta device ({reason}) and its weights are on meta, "
+            "so there is nothing real to fall back to",
+            hint="build the model on the CPU, or make forward avoid data-dependent ops",
+        )
+    notes.append(f"meta forward failed ({reason}); measured with a real CPU forward instead")
+    return trace(model, args, kwargs, device=torch.device("cpu"), train=train, backward=backward)
+
+
+def summarize(
+    model: torch.nn.Module,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    device: str = "meta",
+    depth: int | None = None,
+    mode: str = "eval",
+    estimate_training: bool = True,
+    name: str | None = None,
+) -> ModelSummary:
+    """Measure ``model(*args, **kwargs)`` without touching ``model``.
+
+    ``device``: ``"meta"`` (default: no compute, no memory), ``"cpu"`` or
+    ``"cuda"``. ``mode``: ``"eval"`` (inference under ``no_grad``) or ``"train"``.
+    ``depth`` keeps layers at most that deep (root is 0). ``estimate_training``
+    also runs a training-mode forward and backward to measure saved activations
+    and backward FLOPs (in ``"train"`` mode that is the same run).
+    """
+    if mode not in ("eval", "train"):
+        raise TorchwiseError(f"mode must be 'eval' or 'train', not {mode!r}")
+    kwargs = kwargs or {}
+    notes: list[str] = []
+    train = mode == "train"
+    result = _run(model, args, kwargs, device, train, train and estimate_training, notes)
+    train_result = result
+    if estimate_training and not train:
+        train_result = _run(model, args, kwargs, result.device, True, True, notes)
+    params = _unique_params(model)
+    by_dtype: dict[str, int] = defaultdict(int)
+    for param in params:
+        by_dtype[str(param.dtype).removeprefix("torch.")] += param.numel() * param.element_size()
+    trainable_bytes = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    buffers = list(model.buffers())
+    layers = _static_layers(model, result)
+    if depth is not None:
+        layers = [layer for layer in layers if layer.depth <= depth]
+    training = None
+    if estimate_training:
+        activations = train_result.saved_activation_bytes
+        training = training_memory(sum(by_dtype.values()), trainable_bytes, activations)
+    if result.unsupported_ops:
+        notes.append(
+            "FLOPs exclude unsupported ops: "
+            + ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))
+        )
+    input_shapes = [s for s in _flat_shapes((args, kwargs))]
+    return ModelSummary(
+        model_name=name or type(model).__name__,
+        layers=layers,
+        total_params=sum(p.numel() for p in params),
+        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        shared_params=_shared_groups(model),
+        buffer_count=len(buffers),
+        buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
+        param_bytes_by_dtype=dict(by_dtype),
+        flops_forward=result.flops_forward,
+        macs_forward=result.flops_forward // 2,
+        flops_backward=train_result.flops_backward,
+        output_shapes=result.output_shapes,
+        output_dtypes=result.output_dtypes,
+        input_shapes=input_shapes,
+        device_used=result.device,
+        mode=mode,
+        unsupported_ops=dict(result.unsupported_ops),
+        peak_activation_bytes=result.peak_activation_bytes,
+        training=training,
+        notes=notes,
+    )
+
+
+def _flat_shapes(values: Any) -> list[tuple[int, ...]]:
+    from torch.utils._pytree import tree_flatten
+
+    return [tuple(t.shape) for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor)]

@@ -1,0 +1,248 @@
+"""Run one forward (and optionally backward) on a private copy of a model, measuring it.
+
+The caller's model is never touched: :func:`private_copy` deep-copies the module
+tree with every parameter and buffer pre-mapped in the ``deepcopy`` memo, so
+weights are never duplicated (meta: shape-only stand-ins; same device: the
+copy's parameters share storage through ``detach()``, so gradients and buffer
+updates land on the copy). Hooks go on the copy only.
+
+One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
+(:mod:`torchwise.model.flops`) and newly allocated bytes
+(:mod:`torchwise.model.memory`) to every module on the current call stack, which
+forward pre/post hooks maintain.
+"""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from torchwise.errors import TorchwiseError
+from torchwise.model import flops as F
+from torchwise.model.memory import LiveBytes
+
+
+@dataclass
+class ModuleRecord:
+    """What one module did during the traced forward (summed over its calls)."""
+
+    calls: int = 0
+    input_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    output_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    flops: int = 0
+    activation_bytes: int = 0
+
+
+@dataclass
+class TraceResult:
+    """The measurements of one traced run."""
+
+    records: dict[str, ModuleRecord]
+    flops_forward: int
+    flops_backward: int | None
+    unsupported_ops: dict[str, int]
+    peak_activation_bytes: int
+    saved_activation_bytes: int
+    output_shapes: list[tuple[int, ...]]
+    output_dtypes: list[str]
+    device: str
+
+
+class ForwardError(TorchwiseError):
+    """The model's forward raised; says in which submodule, with what shapes."""
+
+
+def _shapes(values: Any) -> list[tuple[int, ...]]:
+    leaves, _ = tree_flatten(values)
+    return [tuple(t.shape) for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def _fmt_shapes(values: Any) -> str:
+    leaves, _ = tree_flatten(values)
+    parts = [
+        f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+        for t in leaves
+        if isinstance(t, torch.Tensor)
+    ]
+    return ", ".join(parts) or "no tensors"
+
+
+def private_copy(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """A copy of ``model`` on ``device`` that shares no mutable state with it."""
+    memo: dict[int, Any] = {}
+    for param in model.parameters():
+        if device.type == "meta":
+            data = torch.empty_like(param, device="meta")
+        elif param.device.type == "meta":
+            # Shape-only weights: materialise uninitialised memory, counts stay exact.
+            data = torch.empty_like(param, device=device)
+        else:
+            data = param.detach().to(device)  # no copy when already on device
+        memo[id(param)] = torch.nn.Parameter(data, requires_grad=param.requires_grad)
+    for buffer in model.buffers():
+        if device.type == "meta" or buffer.device.type == "meta":
+            memo[id(buffer)] = torch.empty_like(buffer, device=device)
+        else:
+            # Buffers change in forward (BatchNorm running stats): always a real copy.
+            memo[id(buffer)] = buffer.detach().to(device, copy=True)
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise TorchwiseError(
+            f"cannot copy {type(model).__name__} to inspect it without touching it: "
+            f"deepcopy raised {type(exc).__name__}: {exc}",
+            hint="torchwise never runs your own model object; make the module deep-copyable "
+            "(no open files, locks or generators as attributes)",
+        ) from None
+
+
+def to_device(values: Any, device: torch.device) -> Any:
+    """Move every tensor in a nested structure to ``device`` (meta: shape only)."""
+
+    def move(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        if device.type == "meta":
+            return torch.empty_like(value, device="meta")
+        return value.to(device)
+
+    return tree_map(move, values)
+
+
+class _Measure(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Adds each op's FLOPs and new bytes to every module on the call stack."""
+
+    def __init__(self, stack: list[str], records: dict[str, ModuleRecord], live: LiveBytes) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.stack = stack
+        self.records = records
+        self.live = live
+        self.flops = 0
+        self.unsupported: Counter[str] = Counter()
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        kind = F.classify(func)
+        if kind == "counted":
+            n = F.count(func, args, kwargs, out)
+            self.flops += n
+            for name in self.stack:
+                self.records[name].flops += n
+        elif kind == "unsupported":
+            self.unsupported[str(func.overloadpacket).removeprefix("aten.")] += 1
+        leaves, _ = tree_flatten(out)
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                nbytes = self.live.allocated(leaf)
+                for name in self.stack:
+                    self.records[name].activation_bytes += nbytes
+        self.live.collect()
+        return out
+
+
+def _loss(output: Any) -> torch.Tensor | None:
+    leaves, _ = tree_flatten(output)
+    parts = [t.float().sum() for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    return torch.stack(parts).sum() if parts else None
+
+
+def trace(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    device: torch.device,
+    train: bool,
+    backward: bool = False,
+) -> TraceResult:
+    """Run ``model`` once on a private copy and measure shapes, FLOPs and memory.
+
+    ``train`` runs in training mode with autograd recording (so saved activations
+    are measured); otherwise eval mode under ``no_grad`` (inference, which also
+    exercises fused inference kernels). ``backward`` additionally counts the
+    FLOPs of ``sum(outputs).backward()``.
+    """
+    work = private_copy(model, device)
+    work.train(train)
+    args, kwargs = to_device((args, kwargs), device)
+    stack: list[str] = []
+    records: dict[str, ModuleRecord] = {}
+    call_inputs: dict[str, Any] = {}
+    handles = []
+
+    def pre_hook(name: str) -> Any:
+        def hook(_m: torch.nn.Module, a: Any, kw: Any) -> None:
+            stack.append(name)
+            record = records[name]
+            record.calls += 1
+            if record.calls == 1:
+                record.input_shapes = _shapes((a, kw))
+            call_inputs[name] = (a, kw)
+
+        return hook
+
+    def post_hook(name: str) -> Any:
+        def hook(_m: torch.nn.Module, _a: Any, _kw: Any, out: Any) -> None:
+            if records[name].calls == 1:
+                records[name].output_shapes = _shapes(out)
+            if stack and stack[-1] == name:
+                stack.pop()
+            call_inputs.pop(name, None)
+
+        return hook
+
+    for name, module in work.named_modules():
+        records[name] = ModuleRecord()
+        handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
+        handles.append(module.register_forward_hook(post_hook(name), with_kwargs=True))
+    existing = [*work.parameters(), *work.buffers()]
+    existing += [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    live = LiveBytes(existing)
+    mode = _Measure(stack, records, live)
+    grad = torch.enable_grad() if train else torch.no_grad()
+    try:
+        with grad, mode:
+            output = work(*args, **kwargs)
+    except TorchwiseError:
+        raise
+    except Exception as exc:
+        where = stack[-1] if stack else ""
+        label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
+        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        received = _fmt_shapes(call_inputs.get(where, (args, kwargs)))
+        raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
+    finally:
+        for handle in handles:
+            handle.remove()
+    saved = live.current
+    flops_backward = None
+    if backward and train:
+        loss = _loss(output)
+        if loss is not None:
+            back = _Measure([], records, LiveBytes())
+            with back:
+                loss.backward()  # type: ignore[no-untyped-call]
+            flops_backward = back.flops
+            mode.unsupported.update(back.unsupported)
+    leaves = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]
+    return TraceResult(
+        records=records,
+        flops_forward=mode.flops,
+        flops_backward=flops_backward,
+        unsupported_ops=dict(mode.unsupported),
+        peak_activation_bytes=live.peak,
+        saved_activation_bytes=saved,
+        output_shapes=[tuple(t.shape) for t in leaves],
+        output_dtypes=[str(t.dtype).removeprefix("torch.") for t in leaves],
+        device=str(device),
+    )

@@ -1,0 +1,623 @@
+"""Targets and input specs: ``"file.py:Name"`` + ``"f32[8,3,32,32]"`` -> model, inputs.
+
+Shared by every model command (inspect, doc, doctor). A *target* names a model:
+
+- ``path/to/file.py:Name`` or ``package.module:Name`` (``Name`` may be dotted);
+- ``zoo:NAME``, a reference model from :mod:`torchwise.zoo`;
+- ``NAME`` from ``[tool.torchwise.models.NAME]`` in the nearest ``pyproject.toml``.
+
+``Name`` may be an ``nn.Module`` subclass (built with ``init_kwargs`` or no
+arguments), a module instance, or a factory returning a module or a
+``(module, example_inputs)`` pair. An *input spec* describes one forward
+argument; the grammar is in :func:`parse_input_spec` and docs/targets.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import re
+import sys
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchwise.errors import TorchwiseError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Short and long dtype spellings -> the canonical short name.
+_DTYPE_ALIASES: dict[str, str] = {
+    "f16": "f16", "float16": "f16", "half": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f32": "f32", "float32": "f32", "float": "f32",
+    "f64": "f64", "float64": "f64", "double": "f64",
+    "i8": "i8", "int8": "i8", "u8": "u8", "uint8": "u8",
+    "i16": "i16", "int16": "i16", "short": "i16",
+    "i32": "i32", "int32": "i32", "int": "i32",
+    "i64": "i64", "int64": "i64", "long": "i64",
+    "bool": "bool", "c64": "c64", "complex64": "c64", "c128": "c128", "complex128": "c128",
+}  # fmt: skip
+_TORCH_DTYPE_NAMES: dict[str, str] = {
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "bool": "bool", "c64": "complex64", "c128": "complex128",
+}  # fmt: skip
+_INT_DTYPES = frozenset({"i8", "u8", "i16", "i32", "i64"})
+#: Integer inputs without an explicit ``<N`` bound are drawn from [0, 2): safe for
+#: any index (embedding, token type, class label), if not very realistic.
+DEFAULT_INT_BOUND = 2
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension of a spec: a size, optionally named (``seq=128``)."""
+
+    size: int
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.size) if self.name is None else f"{self.name}={self.size}"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One parsed ``--input``: a tensor spec, or a dict of specs (``children``).
+
+    ``name`` set means the input is passed as a keyword argument; ``high`` is the
+    exclusive upper bound of an integer input (``<50257``).
+    """
+
+    name: str | None = None
+    dtype: str | None = None
+    dims: tuple[Dim, ...] = ()
+    high: int | None = None
+    children: dict[str, InputSpec] | None = None
+
+    @property
+    def is_dict(self) -> bool:
+        return self.children is not None
+
+    def shape(self, sizes: Mapping[str, int] | None = None) -> tuple[int, ...]:
+        """The concrete shape, with named dims overridden by ``sizes``."""
+        sizes = sizes or {}
+        return tuple(sizes.get(d.name, d.size) if d.name else d.size for d in self.dims)
+
+    def dim_names(self) -> list[str]:
+        """Named dims, including those of nested specs, in order of appearance."""
+        names = [d.name for d in self.dims if d.name]
+        for child in (self.children or {}).values():
+            names += [n for n in child.dim_names() if n not in names]
+        return names
+
+    def torch_dtype(self) -> torch.dtype:
+        import torch
+
+        assert self.dtype is not None
+        dtype: torch.dtype = getattr(torch, _TORCH_DTYPE_NAMES[self.dtype])
+        return dtype
+
+    def body(self) -> str:
+        """The spec without its keyword name."""
+        if self.children is not None:
+            return "{" + ", ".join(f"{k}: {v.body()}" for k, v in self.children.items()) + "}"
+        bound = "" if self.high is None else f"<{self.high}"
+        return f"{self.dtype}[{','.join(str(d) for d in self.dims)}]{bound}"
+
+    def __str__(self) -> str:
+        return self.body() if self.name is None else f"{self.name}={self.body()}"
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _SpecParser:
+    """Recursive descent over ``[name=](dtype[dims][<N] | {key: spec, ...})``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, what: str) -> TorchwiseError:
+        pointer = " " * self.pos + "^"
+        return TorchwiseError(
+            f"bad input spec {self.text!r}: {what}\n  {self.text}\n  {pointer}",
+            hint="examples: 'f32[8,3,224,224]', 'ids=i64[batch=2,seq=128]<50257', "
+            "'{image: f32[2,3,32,32], mask: bool[2,32,32]}' (see docs/targets.md)",
+        )
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self) -> str:
+        self.skip_space()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            found = repr(self.peek()) if self.peek() else "end of text"
+            raise self.fail(f"expected {char!r}, found {found}")
+        self.pos += 1
+
+    def ident(self) -> str | None:
+        self.skip_space()
+        match = _IDENT.match(self.text, self.pos)
+        if match is None:
+            return None
+        self.pos = match.end()
+        return match.group()
+
+    def integer(self, what: str) -> int:
+        self.skip_space()
+        match = re.compile(r"[0-9]+").match(self.text, self.pos)
+        if match is None:
+            raise self.fail(f"expected {what} (a non-negative integer)")
+        self.pos = match.end()
+        return int(match.group())
+
+    def parse_top(self) -> InputSpec:
+        start = self.pos
+        name = self.ident()
+        if name is not None and self.peek() == "=":
+            self.pos += 1
+        else:  # no keyword: rewind, the identifier was the dtype
+            name, self.pos = None, start
+        spec = self.parse_value(name)
+        if self.peek():
+            raise self.fail("unexpected text after the spec")
+        return spec
+
+    def parse_value(self, name: str | None) -> InputSpec:
+        if self.peek() == "{":
+            return self.parse_dict(name)
+        dtype_pos = self.pos
+        word = self.ident()
+        if word is None:
+            raise self.fail("expected a dtype (f32, bf16, i64, bool, ...) or '{'")
+        dtype = _DTYPE_ALIASES.get(word.lower())
+        if dtype is None:
+            self.pos = dtype_pos
+            raise self.fail(f"unknown dtype {word!r}; use one of {sorted(set(_DTYPE_ALIASES))}")
+        self.expect("[")
+        dims: list[Dim] = []
+        if self.peek() != "]":
+            while True:
+                dims.append(self.parse_dim())
+                if self.peek() != ",":
+                    break
+                self.pos += 1
+        self.expect("]")
+        high = None
+        if self.peek() == "<":
+            self.pos += 1
+            if dtype not in _INT_DTYPES:
+                raise self.fail(f"a '<N' bound only applies to integer dtypes, not {dtype}")
+            high = self.integer("the exclusive upper bound")
+            if high < 1:
+                raise self.fail("the upper bound must be at least 1")
+        return InputSpec(name=name, dtype=dtype, dims=tuple(dims), high=high)
+
+    def parse_dim(self) -> Dim:
+        if self.peek().isdigit():
+            return Dim(self.integer("a dimension size"))
+        dim_name = self.ident()
+        if dim_name is None:
+            raise self.fail("expected a dimension size or 'name=size'")
+        if self.peek() != "=":
+            raise self.fail(f"named dimension {dim_name!r} needs a size: {dim_name}=N")
+        self.pos += 1
+        return Dim(self.integer(f"the size of {dim_name!r}"), dim_name)
+
+    def parse_dict(self, name: str | None) -> InputSpec:
+        self.expect("{")
+        children: dict[str, InputSpec] = {}
+        while self.peek() != "}":
+            key = self.ident()
+            if key is None:
+                raise self.fail("expected a dict key")
+            if key in children:
+                raise self.fail(f"duplicate dict key {key!r}")
+            self.expect(":")
+            children[key] = self.parse_value(None)
+            if self.peek() != ",":
+                break
+            self.pos += 1
+        self.expect("}")
+        if not children:
+            raise self.fail("an input dict needs at least one entry")
+        return InputSpec(name=name, children=children)
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """Parse one input spec.
+
+    Grammar (whitespace ignored)::
+
+        spec  := [NAME "="] value
+        value := DTYPE "[" [dim ("," dim)*] "]" ["<" INT] | "{" KEY ":" value ("," ...)* "}"
+        dim   := INT | NAME "=" INT
+
+    ``f32[8,3,224,224]`` is a positional float tensor; ``ids=i64[2,128]<50257`` a
+    keyword int tensor in [0, 50257); ``i64[batch=2,seq=128]`` names its dims so
+    ``sizes={"seq": 512}`` can resize them; ``{image: f32[2,3,32,32], y: i64[2]<10}``
+    is a dict argument (dicts nest).
+    """
+    if not text.strip():
+        raise TorchwiseError("empty input spec", hint="example: --input 'f32[8,3,224,224]'")
+    return _SpecParser(text).parse_top()
+
+
+def spec_from_value(value: Any, name: str | None = None) -> InputSpec:
+    """The spec describing an example input (a tensor or a dict of tensors)."""
+    import torch
+
+    if isinstance(value, Mapping):
+        return InputSpec(name=name, children={str(k): spec_from_value(v) for k, v in value.items()})
+    if not isinstance(value, torch.Tensor):
+        raise TorchwiseError(f"example input of type {type(value).__name__} is not a tensor")
+    dtype = next(k for k, v in _TORCH_DTYPE_NAMES.items() if getattr(torch, v) == value.dtype)
+    high = None
+    if dtype in _INT_DTYPES and value.numel() and value.device.type != "meta":
+        high = int(value.max()) + 1
+    return InputSpec(name=name, dtype=dtype, dims=tuple(Dim(s) for s in value.shape), high=high)
+
+
+def _materialise(
+    spec: InputSpec, device: torch.device, sizes: Mapping[str, int], gen: torch.Generator
+) -> Any:
+    import torch
+
+    if spec.children is not None:
+        return {k: _materialise(v, device, sizes, gen) for k, v in spec.children.items()}
+    shape = spec.shape(sizes)
+    dtype = spec.torch_dtype()
+    if device.type == "meta":
+        return torch.empty(shape, dtype=dtype, device=device)
+    if spec.dtype in _INT_DTYPES:
+        high = spec.high if spec.high is not None else DEFAULT_INT_BOUND
+        tensor = torch.randint(0, high, shape, generator=gen, dtype=dtype)
+    elif spec.dtype == "bool":
+        tensor = torch.randint(0, 2, shape, generator=gen).bool()
+    else:
+        tensor = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+    return tensor.to(device)
+
+
+def make_inputs(
+    specs: Sequence[InputSpec],
+    *,
+    device: str | torch.device = "cpu",
+    sizes: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Materialise specs into ``(args, kwargs)`` for ``model(*args, **kwargs)``.
+
+    Float inputs are standard normal, integers uniform in ``[0, high)`` (``high``
+    defaults to :data:`DEFAULT_INT_BOUND`), bools fair coins, all from a generator
+    seeded with ``seed`` so reruns see the same data. On ``meta`` nothing is
+    allocated. ``sizes`` overrides named dims (``{"seq": 512}``); naming a dim
+    that no spec has is an error, so a typo cannot pass silently.
+    """
+    import torch
+
+    sizes = dict(sizes or {})
+    known = {n for s in specs for n in s.dim_names()}
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        raise TorchwiseError(
+            f"no input has a dimension named {', '.join(unknown)}",
+            hint=f"named dims: {', '.join(sorted(known)) or 'none'}; name them in the spec, "
+            "e.g. 'i64[batch=2,seq=128]'",
+        )
+    dev = torch.device(device)
+    gen = torch.Generator().manual_seed(seed)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for spec in specs:
+        value = _materialise(spec, dev, sizes, gen)
+        if spec.name is None:
+            if kwargs:
+                raise TorchwiseError(f"positional input {spec} follows a keyword input")
+            args.append(value)
+        else:
+            kwargs[spec.name] = value
+    return tuple(args), kwargs
+
+
+@dataclass
+class ResolvedTarget:
+    """A model ready to run, its example inputs, and where it came from."""
+
+    model: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    name: str
+    cls: type | None
+    source_file: Path | None
+    input_specs: list[InputSpec] = field(default_factory=list)
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def inputs_at(
+        self, *, device: str | torch.device = "cpu", sizes: Mapping[str, int] | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Re-materialise the inputs, e.g. at another sequence length or on meta."""
+        return make_inputs(self.input_specs, device=device, sizes=sizes)
+
+
+@contextlib.contextmanager
+def _on_sys_path(directory: Path) -> Iterator[None]:
+    # A model file usually imports its siblings (``from layers import Block``).
+    entry = str(directory)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(entry)
+
+
+def _import_error(where: str, exc: BaseException) -> TorchwiseError:
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "importlib" not in f.filename]
+    at = f" ({user[-1].filename}:{user[-1].lineno})" if user else ""
+    line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return TorchwiseError(f"importing {where} failed{at}: {line}")
+
+
+def _load_module(module_ref: str) -> tuple[Any, Path | None]:
+    if module_ref.endswith(".py") or "/" in module_ref or "\\" in module_ref:
+        path = Path(module_ref).resolve()
+        if not path.is_file():
+            raise TorchwiseError(f"model file not found: {module_ref}")
+        stem = re.sub(r"\W", "_", path.stem)
+        mod_name = f"_torchwise_target_{stem}_{abs(hash(str(path))):x}"
+        if mod_name in sys.modules:
+            return sys.modules[mod_name], path
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise TorchwiseError(f"cannot import {module_ref}: not a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module  # dataclasses and pickling look modules up here
+        with _on_sys_path(path.parent):
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                del sys.modules[mod_name]
+                raise _import_error(module_ref, exc) from None
+        return module, path
+    with _on_sys_path(Path.cwd()):
+        try:
+            module = importlib.import_module(module_ref)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_ref.startswith(exc.name):
+                raise TorchwiseError(
+                    f"no module named {module_ref!r}",
+                    hint="use path/to/file.py:Name for a file, or install the package",
+                ) from None
+            raise _import_error(module_ref, exc) from None
+        except Exception as exc:
+            raise _import_error(module_ref, exc) from None
+    source = getattr(module, "__file__", None)
+    return module, Path(source) if source else None
+
+
+def _candidates(module: Any) -> list[str]:
+    import torch
+
+    names = []
+    for attr, value in vars(module).items():
+        if attr.startswith("_"):
+            continue
+        is_cls = isinstance(value, type) and issubclass(value, torch.nn.Module)
+        if is_cls and value.__module__ != module.__name__:
+            continue  # imported, e.g. nn.Linear via ``from torch.nn import Linear``
+        if is_cls or isinstance(value, torch.nn.Module):
+            names.append(attr)
+    return names
+
+
+def _parse_init_kwargs(text: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        return dict(text)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TorchwiseError(
+            f"--init-kwargs is not valid JSON: {exc.msg} at column {exc.colno}",
+            hint='example: --init-kwargs \'{"dim": 256, "depth": 4}\'',
+        ) from None
+    if not isinstance(value, dict):
+        raise TorchwiseError("--init-kwargs must be a JSON object, e.g. '{\"dim\": 256}'")
+    return value
+
+
+def _call(obj: Any, label: str, init_kwargs: dict[str, Any]) -> Any:
+    try:
+        signature = inspect.signature(obj)
+        signature.bind(**init_kwargs)
+    except TypeError as exc:
+        raise TorchwiseError(
+            f"cannot build {label} with {init_kwargs}: {exc}",
+            hint=f"its signature is {label}{signature}; pass --init-kwargs as JSON",
+        ) from None
+    except ValueError:
+        pass  # no introspectable signature (builtins): just try the call
+    try:
+        return obj(**init_kwargs)
+    except Exception as exc:
+        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        raise TorchwiseError(f"building {label}({init_kwargs or ''}) raised {line}") from None
+
+
+def _split_example(value: Any, label: str) -> tuple[Any, list[InputSpec] | None, Any]:
+    """A factory result -> (module, specs from its example inputs, (args, kwargs))."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        return value, None, None
+    if isinstance(value, tuple) and len(value) in (2, 3) and isinstance(value[0], torch.nn.Module):
+        if len(value) == 3:
+            args, kwargs = tuple(value[1]), dict(value[2])
+        elif isinstance(value[1], torch.Tensor):
+            args, kwargs = (value[1],), {}
+        elif isinstance(value[1], Mapping):
+            args, kwargs = (), dict(value[1])
+        else:
+            args, kwargs = tuple(value[1]), {}
+        specs = [spec_from_value(a) for a in args]
+        specs += [spec_from_value(v, name=k) for k, v in kwargs.items()]
+        return value[0], specs, (args, kwargs)
+    raise TorchwiseError(
+        f"{label} returned {type(value).__name__}, not an nn.Module or (module, example_inputs)"
+    )
+
+
+def check_inputs(
+    model: torch.nn.Module, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """A clear error when ``forward`` needs inputs the specs do not supply."""
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        given = len(args) + len(kwargs)
+        raise TorchwiseError(
+            f"inputs do not fit {name}.forward{signature}: {exc} ({given} input(s) given)",
+            hint="describe each argument with --input, e.g. --input 'f32[8,3,32,32]' "
+            "or --input 'mask=bool[8,128]' for a keyword (see docs/targets.md)",
+        ) from None
+
+
+def resolve_target(
+    target: str,
+    *,
+    inputs: Sequence[str] = (),
+    init_kwargs: str | None = None,
+    config_start: Path | None = None,
+    device: str = "cpu",
+) -> ResolvedTarget:
+    """Import/build the model a target names and materialise its inputs on ``device``.
+
+    Inputs come from ``inputs`` (spec strings) when given, else from the config
+    entry, the factory's example inputs, or the zoo entry's defaults. Zoo models
+    are built directly on ``device`` (``"meta"`` builds a 70B model in no memory).
+    """
+    from torchwise import zoo
+    from torchwise.config import load_config
+
+    specs = [parse_input_spec(text) for text in inputs]
+    kwargs_obj: str | Mapping[str, Any] | None = init_kwargs
+    if target.startswith("zoo:"):
+        entry = zoo.get(target[4:])
+        model = entry.build(device=device, **_parse_init_kwargs(kwargs_obj))
+        specs = specs or [parse_input_spec(s) for s in entry.inputs]
+        args, kwargs = make_inputs(specs, device=device)
+        check_inputs(model, target, args, kwargs)
+        cls = type(model)
+        return ResolvedTarget(
+            model, args, kwargs, target, cls, _source_of(cls), specs, _parse_init_kwargs(kwargs_obj)
+        )
+    if ":" not in target:
+        config = load_config(config_start)
+        models = config.get("models", {}) or {}
+        if target not in models:
+            where = f" in {config.path}" if config.path else " (no pyproject.toml found)"
+            raise TorchwiseError(
+                f"unknown target {target!r}: no [tool.torchwise.models.{target}]{where}",
+                hint="a target is path/to/file.py:Name, package.module:Name, zoo:NAME "
+                f"(one of {', '.join(zoo.names())}) or a configured model name",
+            )
+        entry_cfg = models[target]
+        ref = entry_cfg.get("target")
+        if not isinstance(ref, str) or ":" not in ref:
+            raise TorchwiseError(f"[tool.torchwise.models.{target}] needs target = 'file.py:Name'")
+        if ref.startswith("zoo:"):
+            return resolve_target(ref, inputs=inputs or _cfg_inputs(entry_cfg), device=device)
+        module_ref, _, attr = ref.rpartition(":")
+        if (module_ref.endswith(".py") or "/" in module_ref) and config.root is not None:
+            module_ref = str(config.root / module_ref)
+        inputs = inputs or _cfg_inputs(entry_cfg)
+        specs = [parse_input_spec(text) for text in inputs]
+        if kwargs_obj is None:
+            kwargs_obj = entry_cfg.get("init-kwargs", entry_cfg.get("init_kwargs"))
+        display = target
+    else:
+        module_ref, _, attr = target.rpartition(":")
+        display = attr
+    module, path = _load_module(module_ref)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            found = _candidates(module)
+            raise TorchwiseError(
+                f"{module_ref} has no attribute {attr!r}",
+                hint=f"models it defines: {', '.join(found)}" if found else "it defines no models",
+            )
+        obj = getattr(obj, part)
+    return _build(obj, attr, display, specs, _parse_init_kwargs(kwargs_obj), device, path)
+
+
+def _cfg_inputs(entry: Mapping[str, Any]) -> list[str]:
+    value = entry.get("inputs", entry.get("input", []))
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _source_of(cls: type | None) -> Path | None:
+    if cls is None:
+        return None
+    try:
+        source = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return None
+    return Path(source) if source else None
+
+
+def _build(
+    obj: Any,
+    attr: str,
+    display: str,
+    specs: list[InputSpec],
+    init_kwargs: dict[str, Any],
+    device: str,
+    path: Path | None,
+) -> ResolvedTarget:
+    import torch
+
+    example = None
+    factory_specs: list[InputSpec] | None = None
+    if isinstance(obj, torch.nn.Module):
+        if init_kwargs:
+            raise TorchwiseError(f"{attr} is a module instance; --init-kwargs does not apply")
+        model, cls = obj, type(obj)
+    elif isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        model, cls = _call(obj, attr, init_kwargs), obj
+    elif callable(obj):
+        model, factory_specs, example = _split_example(_call(obj, attr, init_kwargs), attr)
+        cls = type(model)
+        if not specs and factory_specs is not None:
+            specs = factory_specs
+    else:
+        raise TorchwiseError(
+            f"{attr} is a {type(obj).__name__}, not an nn.Module, a Module subclass or a factory"
+        )
+    if example is not None and specs is factory_specs and device == "cpu":
+        args, kwargs = example
+    else:
+        if not specs:
+            check_inputs(model, attr, (), {})  # forward() may need no inputs at all
+        args, kwargs = make_inputs(specs, device=device)
+    check_inputs(model, attr, args, kwargs)
+    source = _source_of(cls) or path
+    return ResolvedTarget(model, args, kwargs, display, cls, source, specs, init_kwargs)
