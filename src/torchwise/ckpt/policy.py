@@ -1,0 +1,239 @@
+"""The allowlist: which globals a checkpoint pickle may reference.
+
+Mirrors ``torch._weights_only_unpickler._get_allowed_globals`` (torch 2.13) as
+static data, so scanning never imports torch. Anything not listed is unsafe; the
+denylist below only chooses the wording ("known dangerous" plus why), it never
+makes something safe.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Verdict(enum.IntEnum):
+    """Ordered by severity so ``max()`` picks the worst."""
+
+    SAFE = 0
+    WARNING = 1
+    UNSAFE = 2
+    DANGEROUS = 3
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+@dataclass(frozen=True)
+class Classification:
+    verdict: Verdict
+    reason: str
+
+
+_DTYPES = _words(
+    "float32 float64 float16 bfloat16 complex32 complex64 complex128 bool uint8 int8 int16 int32 "
+    "int64 uint16 uint32 uint64 qint8 quint8 qint32 quint4x2 quint2x4 float8_e4m3fn float8_e5m2 "
+    "float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 bits8 bits16 bits1x8 "
+    "bits2x4 bits4x2 int1 int2 int3 int4 int5 int6 int7 uint1 uint2 uint3 uint4 uint5 uint6 uint7"
+)
+_STORAGE_PREFIXES = _words(
+    "Float Double Half BFloat16 Long Int Short Char Byte Bool ComplexFloat ComplexDouble"
+)
+_QSTORAGES = _words("QInt8 QUInt8 QInt32 QUInt4x2 QUInt2x4")
+_REBUILD = _words(
+    "_rebuild_tensor _rebuild_tensor_v2 _rebuild_tensor_v3 _rebuild_parameter "
+    "_rebuild_parameter_with_state _rebuild_qtensor _rebuild_sparse_tensor "
+    "_rebuild_meta_tensor_no_storage _rebuild_wrapper_subclass _rebuild_nested_tensor "
+    "_rebuild_device_tensor_from_numpy _rebuild_device_tensor_from_cpu_tensor"
+)
+_QSCHEMES = _words(
+    "per_tensor_affine per_tensor_symmetric per_channel_affine per_channel_symmetric "
+    "per_channel_affine_float_qparams"
+)
+
+
+def _safe_names() -> frozenset[str]:
+    names = {
+        "collections.OrderedDict",
+        "collections.Counter",
+        "torch.nn.parameter.Parameter",
+        "torch.serialization._get_layout",
+        "torch.Size",
+        "torch.Tensor",
+        "torch.device",
+        "_codecs.encode",
+        "builtins.bytearray",
+        "builtins.set",
+        "builtins.complex",
+        "torch.storage.TypedStorage",
+        "torch.storage.UntypedStorage",
+        "torch.UntypedStorage",
+        "torch._tensor._rebuild_from_type_v2",
+        # Plain-data constructors a protocol 0-3 pickle uses; calling them runs nothing.
+        "builtins.frozenset",
+        "builtins.slice",
+        "builtins.range",
+        "builtins.object",
+        "copyreg._reconstructor",
+    }
+    names.update(f"torch.{d}" for d in _DTYPES)
+    names.update(f"torch.{q}" for q in _QSCHEMES)
+    names.update(f"torch._utils.{f}" for f in _REBUILD)
+    for prefix in _STORAGE_PREFIXES:
+        names.update({f"torch.{prefix}Storage", f"torch.cuda.{prefix}Storage"})
+        names.update({f"torch.{prefix}Tensor", f"torch.cuda.{prefix}Tensor"})
+        names.update({f"torch.sparse.{prefix}Tensor", f"torch.cuda.sparse.{prefix}Tensor"})
+    names.update(f"torch.{q}Storage" for q in _QSTORAGES)
+    return frozenset(names)
+
+
+SAFE: frozenset[str] = _safe_names()
+
+_NUMPY = "NumPy value: not a tensor; torch.load(weights_only=True) rejects it unless allowlisted"
+_PATH = "a filesystem path object: inert data, but not a tensor"
+_CONFIG = "a configuration object: inert data, but not a tensor"
+_LIGHTNING = "Lightning's AttributeDict (a dict subclass); loading it imports Lightning"
+
+#: Known-benign, non-tensor objects: allowed, but reported so nobody is surprised.
+WARNING: dict[str, str] = {
+    **{
+        f"{mod}.{name}": _NUMPY
+        for mod in ("numpy.core.multiarray", "numpy._core.multiarray")
+        for name in ("_reconstruct", "scalar")
+    },
+    "numpy.ndarray": _NUMPY,
+    "numpy.dtype": _NUMPY,
+    **{
+        f"numpy.dtypes.{k}DType": _NUMPY
+        for k in _words(
+            "Float64 Float32 Float16 Int64 Int32 Int16 Int8 UInt64 UInt32 UInt16 UInt8 Bool "
+            "Complex64 Complex128"
+        )
+    },
+    "argparse.Namespace": "argparse.Namespace of hyperparameters: inert data, but not a tensor",
+    **{
+        f"pathlib.{k}": _PATH
+        for k in _words("Path PosixPath WindowsPath PurePath PurePosixPath PureWindowsPath")
+    },
+    **{
+        f"datetime.{k}": "a datetime value: inert data"
+        for k in _words("datetime date time timedelta timezone")
+    },
+    "collections.defaultdict": "a defaultdict: its factory is judged separately",
+    "collections.deque": "a deque: inert data",
+    "decimal.Decimal": "a Decimal: inert data",
+    "fractions.Fraction": "a Fraction: inert data",
+    "uuid.UUID": "a UUID: inert data",
+    "typing.Any": _CONFIG,
+    **{
+        f"omegaconf.{k}": _CONFIG
+        for k in _words(
+            "dictconfig.DictConfig listconfig.ListConfig base.ContainerMetadata base.Metadata "
+            "nodes.AnyNode nodes.StringNode nodes.IntegerNode nodes.FloatNode nodes.BooleanNode"
+        )
+    },
+    "pytorch_lightning.utilities.parsing.AttributeDict": _LIGHTNING,
+    "lightning.fabric.utilities.data.AttributeDict": _LIGHTNING,
+    "lightning_fabric.utilities.data.AttributeDict": _LIGHTNING,
+    **{
+        f"builtins.{k}": "a builtin value type: inert data"
+        for k in _words("dict list tuple str bytes int float bool")
+    },
+}
+
+_RUNS_CODE = "runs arbitrary code"
+#: top-level module -> why importing and calling into it is dangerous
+DANGEROUS_MODULES: dict[str, str] = {
+    **{
+        m: "runs shell commands or touches the filesystem"
+        for m in _words("os posix nt subprocess shutil pty platform commands tempfile")
+    },
+    **{
+        m: _RUNS_CODE
+        for m in _words(
+            "runpy timeit code codeop pdb bdb importlib imp pkgutil zipimport ctypes cffi types "
+            "marshal sys builtins_exec"
+        )
+    },
+    **{
+        m: "unpickles more data (a nested payload)"
+        for m in _words("pickle _pickle cPickle dill cloudpickle joblib shelve")
+    },
+    **{
+        m: "opens network connections"
+        for m in _words(
+            "socket socketserver ssl http httplib urllib urllib2 urllib3 requests ftplib smtplib "
+            "telnetlib webbrowser xmlrpc asyncio"
+        )
+    },
+    **{
+        m: "starts processes or threads"
+        for m in _words("multiprocessing concurrent threading _thread signal")
+    },
+    **{m: "installs or builds packages" for m in _words("pip setuptools distutils ensurepip venv")},
+    "operator": "operator.attrgetter/methodcaller build call chains to any attribute",
+    "functools": "functools.partial/reduce call whatever they are given",
+}
+#: builtins (also ``__builtin__``) that evaluate, import, reach attributes or open files
+DANGEROUS_BUILTINS = frozenset(
+    _words(
+        "eval exec compile getattr setattr delattr __import__ open breakpoint input globals "
+        "locals vars execfile apply file reload type exit quit help memoryview"
+    )
+)
+DANGEROUS_NAMES: dict[str, str] = {
+    "torch.load": "loads another (unchecked) pickle",
+    "torch.serialization.load": "loads another (unchecked) pickle",
+    "torch.hub.load": "downloads and runs code",
+    "torch.hub.load_state_dict_from_url": "downloads data",
+    "torch.jit.load": "loads TorchScript code",
+    "torch.utils.cpp_extension.load": "compiles and loads native code",
+    "torch.utils.cpp_extension.load_inline": "compiles and loads native code",
+    "numpy.load": "numpy.load(allow_pickle=True) unpickles more data",
+    "numpy.testing._private.utils.runstring": "exec()s a string",
+    "numpy.f2py.f2py2e.run_main": "compiles and runs code",
+}
+#: attribute names that are a payload wherever they appear in a dotted name
+_DANGEROUS_ATTRS = frozenset(
+    _words(
+        "system popen popen2 spawn spawnl spawnv execv execl execve fork eval exec __import__ "
+        "__builtins__ __globals__ __subclasses__ __getattribute__ getattr check_output "
+        "check_call run_path run_module"
+    )
+)
+
+
+def classify(qualname: str) -> Classification:
+    """Classify ``module.name`` (after Python 2 import fixing)."""
+    if qualname in SAFE:
+        return Classification(Verdict.SAFE, "tensor rebuilding or plain data")
+    if qualname in WARNING:
+        return Classification(Verdict.WARNING, WARNING[qualname])
+    if qualname in DANGEROUS_NAMES:
+        return Classification(Verdict.DANGEROUS, f"known dangerous: {DANGEROUS_NAMES[qualname]}")
+    parts = qualname.split(".")
+    builtin = parts[0] in ("builtins", "__builtin__") and len(parts) > 1
+    if builtin and parts[1] in DANGEROUS_BUILTINS:
+        return Classification(
+            Verdict.DANGEROUS, f"known dangerous: builtins.{parts[1]} {_RUNS_CODE}"
+        )
+    if parts[0] in DANGEROUS_MODULES:
+        return Classification(Verdict.DANGEROUS, f"known dangerous: {DANGEROUS_MODULES[parts[0]]}")
+    hit = next((p for p in parts[1:] if p in _DANGEROUS_ATTRS), None)
+    if hit is not None:
+        return Classification(Verdict.DANGEROUS, f"known dangerous: reaches `{hit}`")
+    if qualname.startswith("copyreg._extension_registry."):
+        return Classification(
+            Verdict.UNSAFE, "extension code: resolved through copyreg's registry to any callable"
+        )
+    if qualname.startswith("torch.nn.modules.") or qualname.startswith("torch.nn."):
+        return Classification(
+            Verdict.UNSAFE,
+            "a pickled nn.Module (torch.save(model)): loading imports and rebuilds the class; "
+            "save and load the state_dict instead",
+        )
+    return Classification(
+        Verdict.UNSAFE,
+        f"not on the allowlist: loading imports {parts[0]} and calls into it",
+    )

@@ -1,0 +1,184 @@
+"""Render inspect and scan results: text for people, JSON and SARIF 2.1.0 for tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from torchwise import __version__
+from torchwise.ckpt.contents import InspectResult
+from torchwise.ckpt.scan import FileScan, ScanReport
+
+#: SARIF rule id -> (name, default level, short description)
+SARIF_RULES: dict[str, tuple[str, str, str]] = {
+    "TWC001": ("dangerous-global", "error", "The pickle calls a known-dangerous function."),
+    "TWC002": ("unsafe-global", "error", "The pickle imports a global outside the allowlist."),
+    "TWC003": ("non-tensor-object", "warning", "A known-benign object that is not a tensor."),
+    "TWC004": ("malformed-pickle", "error", "An opcode sequence no benign pickler emits."),
+    "TWC005": ("torchscript-code", "warning", "A TorchScript archive carries code to run."),
+    "TWC006": ("unreadable-checkpoint", "error", "The file is corrupt, truncated or unknown."),
+}
+_RULE_IDS = {name: rule_id for rule_id, (name, _, _) in SARIF_RULES.items()}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
+    lines = [
+        f"{result.path}: {result.format}, {result.kind}",
+        f"read {human_bytes(result.bytes_read)} of {human_bytes(result.file_size)} "
+        "(pickle, zip directory and headers only; nothing was executed)",
+        "",
+    ]
+    rows = result.tensors if max_rows is None else result.tensors[:max_rows]
+    if rows:
+        width = min(60, max(len(t.key) for t in rows))
+        lines.append(f"{'key':<{width}}  {'dtype':<9} {'shape':<18} {'role':<9} notes")
+        for t in rows:
+            notes = []
+            if t.kind != "tensor":
+                notes.append(t.kind)
+            if not t.contiguous:
+                notes.append("non-contiguous")
+            if t.aliases:
+                notes.append(f"same tensor as {', '.join(t.aliases)}")
+            if t.shares_storage_with:
+                notes.append(f"shares storage with {', '.join(t.shares_storage_with[:3])}")
+            shape = "[" + ", ".join(map(str, t.shape)) + "]"
+            lines.append(
+                f"{t.key:<{width}}  {t.dtype:<9} {shape:<18} {t.role:<9} {'; '.join(notes)}"
+            )
+        if len(rows) < len(result.tensors):
+            lines.append(f"... {len(result.tensors) - len(rows)} more (--all lists every tensor)")
+        lines.append("")
+    lines.append(
+        f"tensors {len(result.tensors)} · parameters {result.parameters:,} · "
+        f"buffers {result.buffers:,} · optimizer state {result.optimizer_elements:,} elements · "
+        f"storage {human_bytes(result.tensor_bytes)}"
+    )
+    for opt in result.optimizers:
+        groups = "; ".join(
+            ", ".join(
+                f"{k}={v}"
+                for k, v in g.items()
+                if k in ("lr", "betas", "momentum", "weight_decay", "eps", "params")
+            )
+            for g in opt.param_groups
+        )
+        lines.append(
+            f"optimizer {opt.key}: state for {opt.params_with_state} parameters "
+            f"({', '.join(opt.state_names) or 'none'}); param groups: {groups or 'none'}"
+        )
+    outline = _outline(result.structure)
+    if outline:
+        lines += ["", "structure:", *outline]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def _outline(node: Any, indent: str = "  ", depth: int = 0) -> list[str]:
+    """Non-tensor structure, tensors collapsed (they are in the table)."""
+    out: list[str] = []
+    if not isinstance(node, dict) or depth > 4:
+        return out
+    for key, value in node.items():
+        if isinstance(value, dict) and value and depth < 4:
+            tensors = sum(
+                1 for v in value.values() if isinstance(v, str) and v.startswith("<tensor")
+            )
+            if tensors == len(value):
+                out.append(f"{indent}{key}: <{tensors} tensors>")
+                continue
+            out.append(f"{indent}{key}:")
+            out += _outline(value, indent + "  ", depth + 1)
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            out.append(f"{indent}{key}: {text if len(text) < 100 else text[:97] + '...'}")
+    return out
+
+
+def scan_text(report: ScanReport) -> str:
+    lines: list[str] = []
+    for f in report.files:
+        lines.append(f"{f.path}: {f.verdict.upper()} ({f.format})")
+        if f.error:
+            lines.append(f"  error: {f.error}")
+        for finding in f.findings:
+            what = finding.global_name or finding.rule
+            where = f"{finding.member} @ opcode offset {finding.offset}"
+            lines.append(f"  {finding.severity:<9} {what}  [{where}]")
+            lines.append(f"            {finding.reason}")
+            if finding.call:
+                lines.append(f"            would call: {finding.call}")
+    counts = {
+        v: sum(1 for f in report.files if f.verdict == v)
+        for v in ("safe", "warning", "unsafe", "error")
+    }
+    lines.append(", ".join(f"{n} {v}" for v, n in counts.items() if n) + " file(s)")
+    return "\n".join(lines)
+
+
+def scan_sarif(report: ScanReport) -> dict[str, Any]:
+    results = []
+    for f in report.files:
+        if f.error and f.verdict == "error":
+            results.append(_sarif_result("TWC006", f, f.error, None))
+        for finding in f.findings:
+            rule_id = _RULE_IDS[
+                "dangerous-global" if finding.rule == "dangerous-global" else finding.rule
+            ]
+            text = f"{finding.global_name or finding.rule}: {finding.reason}"
+            if finding.call:
+                text += f"; would call {finding.call}"
+            text += f" (pickle {finding.member}, opcode offset {finding.offset})"
+            results.append(_sarif_result(rule_id, f, text, finding))
+    rules = [
+        {
+            "id": rule_id,
+            "name": name,
+            "shortDescription": {"text": text},
+            "defaultConfiguration": {"level": level},
+            "helpUri": "https://github.com/torchwise/torchwise/blob/main/docs/ckpt.md",
+        }
+        for rule_id, (name, level, text) in SARIF_RULES.items()
+    ]
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "torchwise",
+                        "version": __version__,
+                        "informationUri": "https://github.com/torchwise/torchwise",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+
+
+def _sarif_result(rule_id: str, f: FileScan, text: str, finding: Any) -> dict[str, Any]:
+    level = SARIF_RULES[rule_id][1]
+    location: dict[str, Any] = {"artifactLocation": {"uri": f.path}}
+    props: dict[str, Any] = {"verdict": f.verdict, "format": f.format}
+    if finding is not None:
+        props.update(member=finding.member, opcodeOffset=finding.offset, severity=finding.severity)
+        if finding.global_name:
+            props["global"] = finding.global_name
+    return {
+        "ruleId": rule_id,
+        "level": level,
+        "message": {"text": text},
+        "locations": [{"physicalLocation": location}],
+        "properties": props,
+    }
