@@ -94,3 +94,14 @@ def remove_keyword(ctx: Context, call: ast.Call, item: ast.keyword) -> Edit:
         while after < len(source) and source[after] in " \t":
             after += 1
     return Edit(start, after, "")
+
+
+def rename_attribute(ctx: Context, func: ast.Attribute, new: str) -> Edit:
+    """Replace the last name of ``a.b.old`` with ``new``, keeping the prefix's text."""
+    end = ctx.span(func)[1]
+    return Edit(end - len(func.attr), end, new)
+
+
+def torch_is_imported(ctx: Context) -> bool:
+    """Whether the bare name ``torch`` refers to the torch package here."""
+    return ctx.qualname(ast.Name("torch")) == "torch"
