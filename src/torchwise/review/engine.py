@@ -30,7 +30,9 @@ _AUTOCAST = {
     "torch.amp.autocast_mode.autocast",
 }
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I)
-_FILE_NOQA = re.compile(r"^\s*#\s*torchwise:\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I | re.M)
+_FILE_NOQA = re.compile(
+    r"^\s*#\s*torchwise:\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I | re.M
+)
 
 
 def analyse_source(
@@ -58,8 +60,7 @@ def analyse_source(
     kept = [
         finding
         for finding in ctx.findings
-        if finding.code not in suppressed_in_file
-        and not _suppressed(finding, line_noqa)
+        if finding.code not in suppressed_in_file and not _suppressed(finding, line_noqa)
     ]
     return sorted(set(kept), key=Finding.sort_key)
 
@@ -123,7 +124,9 @@ class _Pass:
     def __init__(self, ctx: Context, rules: list[Rule]) -> None:
         self.ctx = ctx
         self.handlers: dict[type[ast.AST], list[Handler]] = {}
-        self.events: dict[str, list[Handler]] = {event: [] for event in ("leave_loop", "leave_function", "leave_module")}
+        self.events: dict[str, list[Handler]] = {
+            event: [] for event in ("leave_loop", "leave_function", "leave_module")
+        }
         for rule in rules:
             for name in dir(rule):
                 if name.startswith("visit_"):
@@ -289,7 +292,9 @@ class _Pass:
             self.visit_all(node, [node.test])
         else:
             self.visit_all(node, [node.target, node.iter])
-        loop = F.LoopFacts(node=node, outer=ctx.loops[-1] if ctx.loops else None, function=ctx.function)
+        loop = F.LoopFacts(
+            node=node, outer=ctx.loops[-1] if ctx.loops else None, function=ctx.function
+        )
         ctx.loops.append(loop)
         self.visit_all(node, node.body)
         ctx.loops.pop()
@@ -338,6 +343,7 @@ class _Pass:
             method=method,
             receiver=receiver,
             receiver_kind=receiver_kind,
+            callee_kind=ctx.kind_of(func) if isinstance(func, (ast.Name, ast.Attribute)) else None,
             no_grad=ctx.in_no_grad,
             autocast=ctx.autocast[-1] if ctx.autocast else None,
             loop_depth=len(ctx.loops),
@@ -364,18 +370,22 @@ def _new_scope(kind: str) -> Scope:
 
 
 def _autocast_dtype(ctx: Context, expr: ast.expr) -> str:
-    """"float16", "bfloat16", or "default" for an autocast context expression."""
+    """ "float16", "bfloat16", or "default" for an autocast context expression."""
     if isinstance(expr, ast.Call):
         qualname = ctx.call_name(expr) or ""
         for keyword in expr.keywords:
             if keyword.arg == "dtype":
                 text = ctx.text(keyword.value)
-                return "bfloat16" if "bfloat16" in text or "bf16" in text else (
-                    "float16" if "float16" in text or "half" in text else text
+                return (
+                    "bfloat16"
+                    if "bfloat16" in text or "bf16" in text
+                    else ("float16" if "float16" in text or "half" in text else text)
                 )
         device = next((ctx.text(k.value) for k in expr.keywords if k.arg == "device_type"), None)
         if device is None and expr.args:
             device = ctx.text(expr.args[0])
         if qualname.startswith("torch.cpu.") or (device is not None and "cpu" in device):
             return "bfloat16"  # CPU autocast defaults to bfloat16
-    return "float16"  # CUDA autocast defaults to float16
+        if qualname.startswith("torch.cuda.") or (device is not None and "cuda" in device):
+            return "float16"  # CUDA autocast defaults to float16
+    return "unknown"  # the device is only known at run time

@@ -33,6 +33,7 @@ class CallEvent:
     method: str | None  # "backward" for ``loss.backward()``
     receiver: str | None  # "self.optimizer" for ``self.optimizer.step()``
     receiver_kind: str | None  # OPTIMIZER, ...
+    callee_kind: str | None  # MODULE for ``model(x)``, LOSS_FN for ``criterion(out, y)``
     no_grad: bool  # inside torch.no_grad()/inference_mode() (or a decorated function)
     autocast: str | None  # the autocast dtype text when inside autocast, else None
     loop_depth: int

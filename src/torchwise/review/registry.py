@@ -114,6 +114,9 @@ _RULES: dict[str, RuleInfo] = {}
 _RULE_MODULES = (
     "torchwise.review.rules.syntax",
     "torchwise.review.rules.training",
+    "torchwise.review.rules.evaluation",
+    "torchwise.review.rules.amp",
+    "torchwise.review.rules.loading",
     "torchwise.review.rules.modules",
     "torchwise.review.rules.performance",
     "torchwise.review.rules.security",
