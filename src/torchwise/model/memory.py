@@ -28,25 +28,34 @@ class LiveBytes:
         for tensor in existing:
             self._known.add(_storage_key(tensor))
 
-    def allocated(self, tensor: torch.Tensor) -> int:
-        """Record ``tensor`` as an op output; returns the bytes it newly allocated."""
-        if tensor.is_sparse or type(tensor).__name__ == "NestedTensor":
-            return 0  # no single storage to attribute; rare in inspected models
+    def allocated(self, tensor: torch.Tensor) -> tuple[StorageWeakRef | None, int]:
+        """Record ``tensor`` as an op output: its new storage (if any) and bytes."""
+        if tensor.is_sparse or tensor.is_nested:
+            return None, 0  # no single storage to attribute; rare in inspected models
         storage = tensor.untyped_storage()
         ref = StorageWeakRef(storage)  # type: ignore[no-untyped-call]
         if ref.cdata in self._known or ref.cdata in self._live:
-            return 0
+            return None, 0
         nbytes = storage.nbytes()
         self._live[ref.cdata] = (ref, nbytes)
         self.current += nbytes
         self.peak = max(self.peak, self.current)
-        return nbytes
+        return ref, nbytes
 
     def collect(self) -> None:
         """Drop storages whose last tensor died (called after every op)."""
         dead = [key for key, (ref, _) in self._live.items() if ref.expired()]  # type: ignore[no-untyped-call]
         for key in dead:
             self.current -= self._live.pop(key)[1]
+
+
+def alive_bytes(allocations: list[tuple[StorageWeakRef, int]]) -> int:
+    """Bytes of the storages in ``allocations`` that are still referenced."""
+    total = 0
+    for ref, nbytes in allocations:
+        if not ref.expired():  # type: ignore[no-untyped-call]
+            total += nbytes
+    return total
 
 
 def _storage_key(tensor: torch.Tensor) -> int:

@@ -106,7 +106,26 @@ def _shared_groups(model: torch.nn.Module) -> list[list[str]]:
     return [group for group in names.values() if len(group) > 1]
 
 
+def _container_totals(model: torch.nn.Module, result: TraceResult) -> dict[str, tuple[int, int]]:
+    """FLOPs and activation bytes of modules never called themselves (``ModuleList``,
+    a ``Sequential`` iterated by hand): the sums over their outermost called descendants."""
+    totals: dict[str, tuple[int, int]] = {}
+
+    def visit(prefix: str, module: torch.nn.Module) -> tuple[int, int]:
+        record = result.records.get(prefix)
+        sums = [visit(f"{prefix}.{n}" if prefix else n, c) for n, c in module.named_children()]
+        if record is not None and record.calls:
+            return record.flops, record.activation_bytes
+        total = (sum(f for f, _ in sums), sum(a for _, a in sums))
+        totals[prefix] = total
+        return total
+
+    visit("", model)
+    return totals
+
+
 def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInfo]:
+    containers = _container_totals(model, result)
     layers = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
@@ -125,8 +144,12 @@ def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInf
                 params_total=count,
                 params_trainable=trainable,
                 trainable=None if count == 0 else trainable == count,
-                flops=record.flops if record else 0,
-                activation_bytes=record.activation_bytes if record else 0,
+                flops=record.flops if record and record.calls else containers.get(name, (0, 0))[0],
+                activation_bytes=(
+                    record.activation_bytes
+                    if record and record.calls
+                    else containers.get(name, (0, 0))[1]
+                ),
                 calls=record.calls if record else 0,
             )
         )
@@ -146,19 +169,18 @@ def _run(
     try:
         return trace(model, args, kwargs, device=dev, train=train, backward=backward)
     except ForwardError as exc:
-        if dev.type != "meta":
+        real = all(p.device.type != "meta" for p in model.parameters())
+        if dev.type != "meta" or not real:
             raise
-        cause = exc.__cause__
-        reason = traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else ""
-    real = all(p.device.type != "meta" for p in model.parameters())
-    if not real:
-        raise TorchwiseError(
-            f"the model cannot run on the meta device ({reason}) and its weights are on meta, "
-            "so there is nothing real to fall back to",
-            hint="build the model on the CPU, or make forward avoid data-dependent ops",
-        )
-    notes.append(f"meta forward failed ({reason}); measured with a real CPU forward instead")
-    return trace(model, args, kwargs, device=torch.device("cpu"), train=train, backward=backward)
+        meta_error = exc
+    # Some forwards cannot run on meta (data-dependent control flow, .item(), ops
+    # without meta kernels): measure with real tensors instead, and say so. If the
+    # real run fails too, its error (CPU kernels explain shape errors better) is shown.
+    result = trace(model, args, kwargs, device=torch.device("cpu"), train=train, backward=backward)
+    cause = meta_error.__cause__
+    reason = traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else ""
+    notes.append(f"the meta-device forward failed ({reason}); measured with a real CPU forward")
+    return result
 
 
 def summarize(

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from torchwise.errors import TorchwiseError
 from torchwise.model import flops as F
-from torchwise.model.memory import LiveBytes
+from torchwise.model.memory import LiveBytes, alive_bytes
 
 
 @dataclass
@@ -37,7 +37,11 @@ class ModuleRecord:
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)
     flops: int = 0
+    #: bytes of tensors the module created that are still alive when it returns: its
+    #: outputs and, with autograd recording, what was saved for backward.
     activation_bytes: int = 0
+    #: storages created during the current call: (weak reference, bytes).
+    pending: list[tuple[Any, int]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -111,6 +115,9 @@ def to_device(values: Any, device: torch.device) -> Any:
             return value
         if device.type == "meta":
             return torch.empty_like(value, device="meta")
+        if value.device.type == "meta":
+            # Shape-only inputs have no values: zeros are valid for any dtype and index.
+            return torch.zeros_like(value, device=device)
         return value.to(device)
 
     return tree_map(move, values)
@@ -143,9 +150,10 @@ class _Measure(TorchDispatchMode):  # type: ignore[no-untyped-call]
         leaves, _ = tree_flatten(out)
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                nbytes = self.live.allocated(leaf)
-                for name in self.stack:
-                    self.records[name].activation_bytes += nbytes
+                ref, nbytes = self.live.allocated(leaf)
+                if ref is not None:
+                    for name in self.stack:
+                        self.records[name].pending.append((ref, nbytes))
         self.live.collect()
         return out
 
@@ -193,8 +201,11 @@ def trace(
 
     def post_hook(name: str) -> Any:
         def hook(_m: torch.nn.Module, _a: Any, _kw: Any, out: Any) -> None:
-            if records[name].calls == 1:
-                records[name].output_shapes = _shapes(out)
+            record = records[name]
+            if record.calls == 1:
+                record.output_shapes = _shapes(out)
+            record.activation_bytes += alive_bytes(record.pending)
+            record.pending.clear()
             if stack and stack[-1] == name:
                 stack.pop()
             call_inputs.pop(name, None)

@@ -1,0 +1,85 @@
+"""``torchwise inspect TARGET``: per-layer shapes, parameters, FLOPs and memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target")
+@click.option(
+    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
+    help="An input spec, once per forward argument: 'f32[8,3,224,224]', "
+    "'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}'.",
+)  # fmt: skip
+@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
+@click.option(
+    "--device", type=click.Choice(["meta", "cpu", "cuda"]), default="meta", show_default=True,
+    help="meta runs no real compute and allocates nothing; cpu/cuda run the real forward.",
+)  # fmt: skip
+@click.option(
+    "--mode", type=click.Choice(["eval", "train"]), default="eval", show_default=True,
+    help="eval: inference under no_grad; train: training mode with autograd.",
+)  # fmt: skip
+@click.option("--depth", type=click.IntRange(min=0), help="Show layers down to this depth.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "csv"]), default="text",
+    show_default=True,
+)  # fmt: skip
+@click.option(
+    "--scaling", metavar="DIM=N1,N2,...",
+    help="Measure FLOPs and activation memory at several sizes of a named input dim "
+    "and fit the growth exponent, e.g. --scaling seq=128,256,512.",
+)  # fmt: skip
+@click.option(
+    "--no-training", is_flag=True,
+    help="Skip the training-mode pass (backward FLOPs and training memory).",
+)  # fmt: skip
+@click.option(
+    "--config", "config_start", type=click.Path(path_type=Path), default=None,
+    help="Where to look for pyproject.toml (default: the current directory).",
+)  # fmt: skip
+def inspect(
+    target: str,
+    inputs: tuple[str, ...],
+    init_kwargs: str | None,
+    device: str,
+    mode: str,
+    depth: int | None,
+    fmt: str,
+    scaling: str | None,
+    no_training: bool,
+    config_start: Path | None,
+) -> None:
+    """Measure a model: shapes, parameters, FLOPs and memory, layer by layer.
+
+    \b
+    TARGET is path/to/file.py:Name, package.module:Name, zoo:NAME, or a model
+    named in [tool.torchwise.models.NAME] of the nearest pyproject.toml.
+    \b
+      torchwise inspect zoo:resnet50
+      torchwise inspect model.py:Net --input 'f32[8,3,32,32]' --depth 2
+      torchwise inspect zoo:gpt2 --input 'i64[batch=1,seq=128]<50257' --scaling seq=128,256,512
+    """
+    from torchwise.model.report import render, render_scaling
+    from torchwise.model.scaling import parse_scaling
+    from torchwise.model.scaling import scaling as run_scaling
+    from torchwise.model.summary import summarize
+    from torchwise.target import resolve_target
+
+    dimension = parse_scaling(scaling) if scaling else None
+    # Zoo models are built directly on the inspection device: meta costs no memory.
+    resolved = resolve_target(
+        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device=device
+    )
+    if dimension is not None:
+        result = run_scaling(resolved, dimension[0], dimension[1], device=device, mode=mode)
+        click.echo(render_scaling(result, fmt), nl=False)
+        return
+    summary = summarize(
+        resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth, mode=mode,
+        estimate_training=not no_training, name=resolved.name,
+    )  # fmt: skip
+    click.echo(render(summary, fmt), nl=False)
