@@ -1,0 +1,69 @@
+"""``torchwise doc TARGET``: measured shapes and counts, written into docstrings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target")
+@click.option(
+    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
+    help="An input spec, once per forward argument: 'f32[8,3,32,32]', "
+    "'ids=i64[batch=2,seq=128]<50257'. Named dims name the symbols in Shape.",
+)  # fmt: skip
+@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
+@click.option("--write", "action", flag_value="write", help="Update the docstrings in place.")
+@click.option(
+    "--check", "action", flag_value="check",
+    help="Write nothing; exit 1 with a diff when the docs are stale (a CI gate).",
+)  # fmt: skip
+@click.option("--diff", "action", flag_value="diff", help="Print the change --write would make.")
+@click.option(
+    "--markdown", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+    help="Also write a model reference page (with --check: check it is fresh).",
+)  # fmt: skip
+@click.option(
+    "--config", "config_start", type=click.Path(path_type=Path), default=None,
+    help="Where to look for pyproject.toml (default: the current directory).",
+)  # fmt: skip
+def doc(
+    target: str,
+    inputs: tuple[str, ...],
+    init_kwargs: str | None,
+    action: str | None,
+    markdown: Path | None,
+    config_start: Path | None,
+) -> None:
+    """Generate a model's docstrings from measurements and keep them true.
+
+    \b
+    Class docstring: Args, Attributes, Shape (symbolic, e.g. (batch, seq_len, 768)),
+    Complexity, Train and eval, and an Example that torchwise runs; forward: Args
+    and Returns with shapes and dtypes. Author prose and other sections are kept.
+    \b
+      torchwise doc model.py:Net --input 'f32[8,3,32,32]'          # print
+      torchwise doc model.py:Net --input 'f32[8,3,32,32]' --write  # update the file
+      torchwise doc model.py:Net --input 'f32[8,3,32,32]' --check  # CI: exit 1 if stale
+      torchwise doc zoo:gpt2 --markdown docs/models/gpt2.md
+    """
+    from torchwise.errors import ExitCode
+    from torchwise.model.docrun import run_doc
+
+    code, out, err = run_doc(
+        target,
+        inputs=inputs,
+        init_kwargs=init_kwargs,
+        action=action,
+        markdown=markdown,
+        config_start=config_start,
+    )
+    if out:
+        click.echo(out, nl=not out.endswith("\n"))
+    if err:
+        click.echo(err, err=True)
+    if code != ExitCode.OK:
+        sys.exit(code)

@@ -1,0 +1,216 @@
+"""The ``Example:`` block and the usage snippet, and running them to prove they work.
+
+The docstring example lives in the model's module, so (as under ``doctest``)
+it may use the class or factory by its bare name. The Markdown usage snippet is
+a standalone script: it imports the model the way a user would from the
+directory torchwise was run in. Both are executed before they are shown;
+models too large to build for real (over :data:`REAL_RUN_LIMIT` bytes of
+parameters) run under ``torch.device("meta")``, which still checks every
+shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import importlib.util
+import inspect
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchwise.errors import TorchwiseError
+from torchwise.model.docshapes import SymbolicShapes
+from torchwise.target import InputSpec, ResolvedTarget
+
+#: Parameter bytes above which examples are executed on the meta device.
+REAL_RUN_LIMIT = 1 << 30
+
+
+@dataclass
+class Recipe:
+    """How a user gets the model: an import line (scripts only) and an expression."""
+
+    imports: list[str]
+    expression: str  # in the model's module namespace
+    script_expression: str  # after ``imports``
+
+
+def _kwargs_text(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def recipe(target: str, rt: ResolvedTarget) -> Recipe:
+    """The expressions that rebuild ``rt.model`` the way ``target`` built it."""
+    from torchwise import zoo
+
+    cls = rt.cls or type(rt.model)
+    kwargs = _kwargs_text(rt.init_kwargs)
+    if target.startswith("zoo:"):
+        entry = zoo.get(target[4:])
+        builder = entry.builder
+        options = _kwargs_text({**entry.options, **rt.init_kwargs})
+        in_module = builder.__module__ == cls.__module__
+        expression = f"{builder.__name__}({options})" if in_module else f"{cls.__name__}()"
+        overrides = f"{_kwargs_text(rt.init_kwargs)}" if rt.init_kwargs else ""
+        script = f"zoo.get({entry.name!r}).build({overrides})"
+        return Recipe(["from torchwise import zoo"], expression, script)
+    ref = _configured_ref(target)
+    module_ref, _, attr = ref.rpartition(":")
+    module = sys.modules.get(cls.__module__)
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    if obj is cls or obj is None:
+        name, call = cls.__qualname__, f"{cls.__qualname__}({kwargs})"
+    elif isinstance(obj, type) or not callable(obj) or hasattr(obj, "forward"):
+        name, call = attr, attr  # a module instance defined at module level
+    else:
+        name, call = attr.split(".")[0], f"{attr}({kwargs})"
+        if isinstance(obj(**rt.init_kwargs), tuple):
+            call += "[0]"  # the factory returns (model, example_inputs)
+    return Recipe(_import_lines(module_ref, name.split(".")[0]), call, call)
+
+
+def _configured_ref(target: str) -> str:
+    if ":" in target:
+        return target
+    from torchwise.config import load_config
+
+    entry = (load_config().get("models", {}) or {}).get(target, {})
+    ref = entry.get("target", target)
+    return ref if isinstance(ref, str) else target
+
+
+def _import_lines(module_ref: str, name: str) -> list[str]:
+    if not (module_ref.endswith(".py") or "/" in module_ref or "\\" in module_ref):
+        return [f"from {module_ref} import {name}"]
+    path = Path(module_ref).resolve()
+    try:
+        directory = os.path.relpath(path.parent, Path.cwd())
+    except ValueError:  # another drive on Windows
+        directory = str(path.parent)
+    return [
+        "import sys",
+        f"sys.path.insert(0, {Path(directory).as_posix()!r})  # run from the project root",
+        f"from {path.stem} import {name}",
+    ]
+
+
+def _tensor_expr(spec: InputSpec) -> str:
+    if spec.children is not None:
+        items = ", ".join(f"{k!r}: {_tensor_expr(v)}" for k, v in spec.children.items())
+        return "{" + items + "}"
+    sizes = [str(d.size) for d in spec.dims]
+    dtype = spec.torch_dtype()
+    dtype_arg = f", dtype={dtype}"
+    if spec.dtype == "bool":
+        return f"torch.ones({', '.join(sizes)}{dtype_arg})"
+    if spec.dtype in ("i8", "u8", "i16", "i32", "i64"):
+        high = spec.high if spec.high is not None else 2
+        shape = "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+        return f"torch.randint(0, {high}, {shape}{'' if spec.dtype == 'i64' else dtype_arg})"
+    return f"torch.randn({', '.join(sizes)}{'' if spec.dtype == 'f32' else dtype_arg})"
+
+
+def call_lines(rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes) -> list[str]:
+    """Statements that build the inputs, call the model and show the output shapes."""
+    lines, args = [], []
+    for spec, name in zip(rt.input_specs, names, strict=True):
+        lines.append(f"{name} = {_tensor_expr(spec)}")
+        args.append(name if spec.name is None else f"{spec.name}={name}")
+    lines.append(f"out = model({', '.join(args)})")
+    return lines
+
+
+def output_checks(shapes: SymbolicShapes) -> list[tuple[str, str]]:
+    """(expression, its printed value) for up to four output tensors."""
+    checks = []
+    for leaf in shapes.outputs[:4]:
+        expression = "out" if leaf.path == "output" else f"out{leaf.path}"
+        checks.append((f"{expression}.shape", f"torch.Size({leaf.sizes})"))
+    return checks
+
+
+def doctest_lines(
+    expression: str, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
+) -> list[str]:
+    lines = [">>> import torch", f">>> model = {expression}.eval()"]
+    lines += [f">>> {line}" for line in call_lines(rt, names, shapes)]
+    for check, value in output_checks(shapes):
+        lines += [f">>> {check}", value]
+    return lines
+
+
+def script_lines(
+    recipe_: Recipe, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
+) -> list[str]:
+    lines = ["import torch", *recipe_.imports, "", f"model = {recipe_.script_expression}"]
+    lines += ["model.eval()", "with torch.no_grad():"]
+    lines += [f"    {line}" for line in call_lines(rt, names, shapes)]
+    lines += [f"print({check})  # {value}" for check, value in output_checks(shapes)]
+    lines += [f"assert {check} == {value}" for check, value in output_checks(shapes)]
+    return lines
+
+
+@contextlib.contextmanager
+def _device_for(rt: ResolvedTarget) -> Iterator[str]:
+    import torch
+
+    size = sum(p.numel() * p.element_size() for p in rt.model.parameters())
+    if size > REAL_RUN_LIMIT:
+        with torch.device("meta"):
+            yield "meta"
+    else:
+        yield "cpu"
+
+
+def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget) -> str:
+    """Run the example in the class's module namespace; the device it ran on."""
+    module = sys.modules.get(cls.__module__)
+    globs = dict(vars(module)) if module is not None else {}
+    text = "\n".join(lines) + "\n"
+    test = doctest.DocTestParser().get_doctest(text, globs, f"{cls.__qualname__} Example", None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = io.StringIO()
+    with _device_for(rt) as device:
+        result = runner.run(test, out=report.write, clear_globs=True)
+    if result.failed:
+        raise TorchwiseError(
+            f"the generated Example for {cls.__qualname__} does not run:\n{report.getvalue()}",
+            hint="check --init-kwargs and --input; the example rebuilds the model from them",
+        )
+    return device
+
+
+def run_script(lines: list[str], rt: ResolvedTarget) -> str:
+    """Execute the usage snippet as a fresh script would (cwd-relative imports)."""
+    code = "\n".join(lines) + "\n"
+    namespace: dict[str, Any] = {"__name__": "__torchwise_usage__"}
+    saved_path = list(sys.path)
+    try:
+        with _device_for(rt) as device:
+            exec(compile(code, "<usage example>", "exec"), namespace)
+    except Exception as exc:
+        raise TorchwiseError(f"the generated usage example does not run: {exc!r}") from None
+    finally:
+        sys.path[:] = saved_path
+    return device
+
+
+def is_importable(module_ref: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_ref) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def source_of(obj: Any) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""

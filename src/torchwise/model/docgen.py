@@ -1,0 +1,325 @@
+"""``torchwise doc``: measured facts -> Google-style docstrings for a model class.
+
+:func:`document` measures a resolved target (symbolic shapes from
+:mod:`~torchwise.model.docshapes`, counts from :func:`~torchwise.model.summarize`,
+FLOP scaling from summaries at 2x each size symbol), renders torchwise's
+sections (see :mod:`~torchwise.model.docstrings` for which ones it owns), merges
+them into the docstrings found in the source file, and runs the ``Example:``
+block it wrote. Nothing here writes files; :mod:`~torchwise.model.docsource`
+does, on request.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchwise.errors import TorchwiseError
+from torchwise.model import docexample, docshapes
+from torchwise.model.docmodes import mode_differences
+from torchwise.model.docsource import DocTarget, current_docstring, parse_source
+from torchwise.model.docstrings import GenEntry, merge, parse
+from torchwise.target import ResolvedTarget
+
+if TYPE_CHECKING:
+    import torch
+
+    from torchwise.model import ModelSummary
+
+#: Attribute entries whose ``TYPE`` would push the line past this are shortened.
+MAX_ENTRY = 96
+
+
+@dataclass
+class ModelDoc:
+    """Everything ``torchwise doc`` measured and generated for one model class."""
+
+    target: ResolvedTarget
+    shapes: docshapes.SymbolicShapes
+    summary: ModelSummary
+    scaling: dict[str, float]
+    input_names: list[str]
+    recipe: docexample.Recipe
+    example: list[str]
+    source: Path | None
+    docstrings: dict[DocTarget, str] = field(default_factory=dict)
+    example_device: str = "cpu"
+
+
+def fmt_count(value: float, unit: str = "") -> str:
+    """3 significant digits with an SI prefix: 1.23 G, 456 M, 7.89 k."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def fmt_bytes(value: float) -> str:
+    for scale, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{int(value)} B"
+
+
+def fmt_exponent(value: float) -> str:
+    return str(round(value)) if abs(value - round(value)) < 0.005 else f"{value:.2f}"
+
+
+def document(target: str, rt: ResolvedTarget, *, run_example: bool = True) -> ModelDoc:
+    """Measure ``rt`` and build the docstrings of its class (and its ``forward``)."""
+    from torchwise.model import summarize
+
+    model = rt.model
+    names = docshapes.forward_input_names(model, rt.input_specs)
+    shapes = docshapes.infer(model, rt.input_specs, names)
+    summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
+    scaling = flop_scaling(model, rt, shapes, summary.flops_forward)
+    cls = rt.cls or type(model)
+    recipe = docexample.recipe(target, rt)
+    example = docexample.doctest_lines(recipe.expression, rt, names, shapes)
+    doc = ModelDoc(rt, shapes, summary, scaling, names, recipe, example, rt.source_file)
+    doc.docstrings = build_docstrings(doc, cls)
+    if run_example:
+        doc.example_device = docexample.run_doctest(example, cls, rt)
+    return doc
+
+
+def flop_scaling(
+    model: torch.nn.Module, rt: ResolvedTarget, shapes: docshapes.SymbolicShapes, base: int
+) -> dict[str, float]:
+    """FLOPs exponent per size symbol: log2(FLOPs at 2x the symbol / FLOPs at 1x)."""
+    from torchwise.model import summarize
+    from torchwise.target import make_inputs
+
+    exponents: dict[str, float] = {}
+    if base <= 0:
+        return exponents
+    for symbol, group in shapes.groups.items():
+        specs = docshapes.resize(rt.input_specs, dict.fromkeys(group, 2 * shapes.symbols[symbol]))
+        args, kwargs = make_inputs(specs, device=shapes.device)
+        doubled = summarize(model, args, kwargs, device=shapes.device, estimate_training=False)
+        exponents[symbol] = math.log2(max(doubled.flops_forward, 1) / base)
+    return exponents
+
+
+def build_docstrings(doc: ModelDoc, cls: type) -> dict[DocTarget, str]:
+    """The merged class and ``forward`` docstrings (author prose kept)."""
+    qualname = cls.__qualname__
+    tree = None
+    if doc.source is not None and doc.source.suffix == ".py" and "<locals>" not in qualname:
+        tree = parse_source(doc.source.read_bytes(), doc.source)
+    cls_target = DocTarget(qualname)
+    existing = current_docstring(tree, cls_target) if tree else inspect.getdoc(cls)
+    sections = {
+        "Shape": wrap(shape_section(doc.shapes)),
+        "Complexity": wrap(complexity_section(doc)),
+        "Train and eval": wrap(mode_differences(doc.target.model)),
+        "Example": doc.example,
+    }
+    merged = merge(
+        parse(existing or ""),
+        default_summary=default_summary(doc.target.model),
+        entries={"Args": init_entries(cls), "Attributes": attribute_entries(doc.target.model)},
+        owned=sections,
+    )
+    out = {cls_target: merged.render()}
+    fwd_target = DocTarget(qualname, "forward")
+    if tree is not None and _defines(tree, fwd_target):
+        fwd = merge(
+            parse(current_docstring(tree, fwd_target) or ""),
+            default_summary="Run the model.",
+            entries={"Args": forward_entries(doc)},
+            returns=returns_type(doc.shapes),
+        )
+        out[fwd_target] = fwd.render()
+    return out
+
+
+def wrap(lines: list[str], width: int = 88) -> list[str]:
+    """Wrap prose lines; a bullet's continuation lines align under its text."""
+    out = []
+    for line in lines:
+        indent = "  " if line.startswith("- ") else ""
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+    return out
+
+
+def _defines(tree: ast.Module, target: DocTarget) -> bool:
+    from torchwise.model.docsource import find_def
+
+    return find_def(tree, target) is not None
+
+
+def default_summary(model: torch.nn.Module) -> str:
+    """A summary that states what kind of network this is (no counts: they go stale)."""
+    types = {type(m).__name__ for m in model.modules()}
+    if any("Attention" in t or t.startswith("Transformer") for t in types):
+        kind = "transformer"
+    elif any(t in ("LSTM", "GRU", "RNN") for t in types):
+        kind = "recurrent network"
+    elif any(t.startswith("Conv") for t in types):
+        kind = "convolutional network"
+    elif "Linear" in types:
+        kind = "multilayer perceptron"
+    else:
+        kind = "neural network module"
+    return f"A {kind}."
+
+
+def _annotation(param: inspect.Parameter) -> str | None:
+    if param.annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(param.annotation, str):
+        return param.annotation
+    return inspect.formatannotation(param.annotation)
+
+
+def _default(value: Any) -> str:
+    if isinstance(value, type) or inspect.isfunction(value):
+        return value.__qualname__
+    return repr(value)
+
+
+def signature_entry(param: inspect.Parameter) -> GenEntry:
+    """``name (TYPE)`` for a signature parameter: annotation and default."""
+    prefix = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(param.kind.name, "")
+    parts = [a for a in [_annotation(param)] if a]
+    if param.default is not inspect.Parameter.empty:
+        parts.append(f"default={_default(param.default)}")
+    return GenEntry(prefix + param.name, ", ".join(parts) or None)
+
+
+def init_entries(cls: type) -> list[GenEntry]:
+    import torch
+
+    init = vars(cls).get("__init__") or getattr(cls, "__init__", None)
+    if init is None or init is torch.nn.Module.__init__:
+        return []
+    try:
+        params = list(inspect.signature(init).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return []
+    return [signature_entry(p) for p in params]
+
+
+def attribute_entries(model: torch.nn.Module) -> list[GenEntry]:
+    """Direct submodules (type, config, parameters), own parameters and buffers."""
+    entries = []
+    for name, child in model.named_children():
+        count = sum(p.numel() for p in child.parameters())
+        params = f", {count:,} params" if count else ""
+        kids = len(list(child.children()))
+        short = type(child).__name__ + (f" of {kids}" if kids else "")
+        full = f"{type(child).__name__}({child.extra_repr()})" if not kids else short
+        type_ = full + params
+        if len(name) + len(type_) + 12 > MAX_ENTRY:
+            type_ = short + params
+        entries.append(GenEntry(name, type_))
+    for name, param in model.named_parameters(recurse=False):
+        frozen = "" if param.requires_grad else ", frozen"
+        entries.append(GenEntry(name, f"Parameter[{_tensor_type(param)}]{frozen}"))
+    for name, buffer in model.named_buffers(recurse=False):
+        entries.append(GenEntry(name, f"buffer[{_tensor_type(buffer)}]"))
+    return entries
+
+
+def _tensor_type(tensor: torch.Tensor) -> str:
+    dims = ", ".join(str(s) for s in tensor.shape)
+    return f"{docshapes.dtype_name(tensor.dtype)}, ({dims}{',' if tensor.dim() == 1 else ''})"
+
+
+def leaf_type(leaf: docshapes.Leaf) -> str:
+    return f"Tensor[{leaf.dtype}, {leaf.shape_text()}]"
+
+
+def forward_entries(doc: ModelDoc) -> list[GenEntry]:
+    """``forward``'s arguments: measured tensor types for inputs, signature otherwise."""
+    model = doc.target.model
+    by_name: dict[str, list[docshapes.Leaf]] = {}
+    for leaf in doc.shapes.inputs:
+        by_name.setdefault(leaf.path.split("[")[0], []).append(leaf)
+    entries = []
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    for param in params:
+        leaves = by_name.get(param.name)
+        if not leaves:
+            entries.append(signature_entry(param))
+        elif len(leaves) == 1 and leaves[0].path == param.name:
+            entries.append(GenEntry(param.name, leaf_type(leaves[0])))
+        else:
+            fields = ", ".join(f"{lf.path[len(param.name) :]}={leaf_type(lf)}" for lf in leaves)
+            entries.append(GenEntry(param.name, f"dict({fields})"))
+    return entries
+
+
+def returns_type(shapes: docshapes.SymbolicShapes) -> str:
+    """``Tensor[...]`` for one output, else the container with each tensor's type."""
+    outs = shapes.outputs
+    if len(outs) == 1 and outs[0].path == "output":
+        return leaf_type(outs[0])
+    if outs and all(o.path.startswith("[") and o.path.count("[") == 1 for o in outs):
+        if all(o.path[1:-1].isdigit() for o in outs):
+            return "tuple[" + ", ".join(leaf_type(o) for o in outs) + "]"
+        return "dict(" + ", ".join(f"{o.path[2:-2]}={leaf_type(o)}" for o in outs) + ")"
+    return "; ".join(f"out{o.path}: {leaf_type(o)}" for o in outs) or "None"
+
+
+def shape_section(shapes: docshapes.SymbolicShapes) -> list[str]:
+    """PyTorch's ``Shape:`` convention, with the measured symbolic dims."""
+    lines = [f"- {leaf.path}: ``{leaf.shape_text()}``, {leaf.dtype}" for leaf in shapes.inputs]
+    for leaf in shapes.outputs:
+        label = "Output" if leaf.path == "output" else f"Output ``out{leaf.path}``"
+        lines.append(f"- {label}: ``{leaf.shape_text()}``, {leaf.dtype}")
+    if shapes.symbols:
+        names = ", ".join(f"{s}={v}" for s, v in shapes.symbols.items())
+        lines += ["", f"Sizes named here may vary (measured at {names}, 2x and 3x);"]
+        lines.append("numbers are fixed by the model.")
+    else:
+        lines += ["", "Every size is fixed: other sizes fail in forward."]
+    lines += [f"Note: {note}." for note in shapes.notes]
+    return lines
+
+
+def complexity_section(doc: ModelDoc) -> list[str]:
+    """Parameters, FLOPs at the example size, how FLOPs scale, memory."""
+    s = doc.summary
+    sizes = ", ".join(f"{leaf.path} {tuple(leaf.sizes)}" for leaf in doc.shapes.inputs)
+    frozen = s.total_params - s.trainable_params
+    lines = [f"Parameters: {s.total_params:,}" + (f" ({frozen:,} frozen)" if frozen else "")
+             + f", {fmt_bytes(s.param_bytes)}."]  # fmt: skip
+    for group in s.shared_params:
+        lines.append(f"Shared (counted once): {' = '.join(group)}.")
+    if s.buffer_count:
+        lines.append(f"Buffers: {s.buffer_count} ({fmt_bytes(s.buffer_bytes)}).")
+    lines.append(
+        f"Forward at {sizes or 'no inputs'}: {fmt_count(s.flops_forward, 'FLOPs')}"
+        f" ({fmt_count(s.macs_forward, 'MACs')})."
+    )
+    if doc.scaling:
+        terms = " * ".join(f"{k}^{fmt_exponent(v)}" for k, v in doc.scaling.items())
+        lines.append(f"Scaling (measured at 2x each size): FLOPs ~ {terms}.")
+    lines.append(f"Peak forward activations: {fmt_bytes(s.peak_activation_bytes)}.")
+    if s.training is not None:
+        lines.append(f"Training step with Adam: ~{fmt_bytes(s.training.total('adam'))}.")
+    if s.unsupported_ops:
+        ops = ", ".join(sorted(s.unsupported_ops))
+        lines.append(f"FLOPs exclude ops without a formula: {ops}.")
+    return lines
+
+
+def require_source(doc: ModelDoc) -> Path:
+    """The file ``--write``/``--check`` edit, or a clear error."""
+    cls = doc.target.cls or type(doc.target.model)
+    if doc.source is None or doc.source.suffix != ".py" or not doc.source.is_file():
+        raise TorchwiseError(f"cannot find the source file of {cls.__qualname__}")
+    if "<locals>" in cls.__qualname__:
+        raise TorchwiseError(f"{cls.__qualname__} is defined inside a function; cannot edit it")
+    return doc.source

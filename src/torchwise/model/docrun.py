@@ -1,0 +1,115 @@
+"""The ``torchwise doc`` workflow: resolve, measure, then print, write, check or diff.
+
+Returns text instead of printing so that the command stays a thin shell and
+tests can call it directly. ``--check`` and ``--diff`` never write; ``--write``
+writes only when something changed, atomically, and only a file that
+re-parses with exactly the generated docstrings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchwise.errors import ExitCode, TorchwiseError
+from torchwise.model import docsource
+from torchwise.model.docgen import ModelDoc, document, require_source
+
+
+def _display(path: Path) -> Path:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def _printed(doc: ModelDoc) -> str:
+    where = f" ({_display(doc.source)})" if doc.source else ""
+    parts = []
+    for target, text in doc.docstrings.items():
+        indented = "\n".join(("    " + line) if line else "" for line in text.splitlines())
+        parts.append(f"# {target.label()}{where}\n    '''{indented.lstrip()}\n    '''\n")
+    return "\n".join(parts)
+
+
+def run_doc(
+    target: str,
+    *,
+    inputs: Sequence[str] = (),
+    init_kwargs: str | None = None,
+    action: str | None = None,
+    markdown: Path | None = None,
+    config_start: Path | None = None,
+) -> tuple[int, str, str]:
+    """Run ``torchwise doc``; returns (exit code, stdout text, stderr text)."""
+    from torchwise.target import resolve_target
+
+    # Built for measuring: zoo models on meta (no memory); user classes are built
+    # on the CPU by their own constructor, and torchwise measures a private copy.
+    resolved = resolve_target(
+        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta"
+    )
+    doc = document(target, resolved)
+    out: list[str] = []
+    err: list[str] = [f"Example ran ({doc.example_device}) and printed the documented shapes."]
+    code: int = ExitCode.OK
+    if action is None:
+        out.append(_printed(doc))
+    else:
+        path = require_source(doc)
+        before = path.read_bytes()
+        after = docsource.rewrite(before, path, doc.docstrings)
+        shown = _display(path)
+        diff = docsource.unified_diff(before, after, shown)
+        if action == "diff":
+            out.append(diff)
+            err.append(f"{shown}: up to date" if not diff else f"{shown}: would change")
+        elif action == "write":
+            if after != before:
+                docsource.write_atomic(path, after)
+                err.append(f"{shown}: docstrings updated")
+            else:
+                err.append(f"{shown}: up to date")
+        elif action == "check":
+            if after != before:
+                out.append(diff)
+                err.append(
+                    f"{shown}: documented shapes/counts are stale; "
+                    f"run `torchwise doc {target} --write`"
+                )
+                code = ExitCode.FINDINGS
+            else:
+                err.append(f"{shown}: docstrings up to date")
+        else:  # pragma: no cover - click restricts the values
+            raise TorchwiseError(f"unknown action {action!r}")
+    if markdown is not None:
+        code = max(code, _markdown(doc, target, markdown, action, out, err))
+    return code, "".join(out), "\n".join(err)
+
+
+def _markdown(
+    doc: ModelDoc, target: str, path: Path, action: str | None, out: list[str], err: list[str]
+) -> int:
+    import difflib
+
+    from torchwise.model.docpage import render_page
+
+    page = render_page(doc, target, path)
+    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    if current == page:
+        err.append(f"{path}: up to date")
+        return ExitCode.OK
+    if action == "diff":
+        lines = difflib.unified_diff(
+            (current or "").splitlines(keepends=True), page.splitlines(keepends=True),
+            f"a/{path}", f"b/{path}",
+        )  # fmt: skip
+        out.append("".join(lines))
+        return ExitCode.OK
+    if action == "check":
+        err.append(f"{path}: stale or missing; run `torchwise doc {target} --markdown {path}`")
+        return ExitCode.FINDINGS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    err.append(f"{path}: written")
+    return ExitCode.OK
