@@ -28,18 +28,29 @@ def _codes(values: tuple[str, ...]) -> list[str]:
     help="Output format.",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report to a file.")
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the default set).")
+@click.option(
+    "--select", multiple=True, help="Rule codes or prefixes to enable (replaces the default set)."
+)
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable in addition.")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that need a human glance.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff; write nothing.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes [default: all cores].")
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), help="Worker processes [default: all cores]."
+)
 @click.option("--no-cache", is_flag=True, help="Analyse every file, ignoring .torchwise_cache/.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="pyproject.toml to read [tool.torchwise] from.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="pyproject.toml to read [tool.torchwise] from.",
+)
 @click.option("--min-torch-version", help="Oldest torch the code must support, e.g. 2.4.")
-@click.option("--color/--no-color", default=None, help="Colour the output [default: when a terminal].")
+@click.option(
+    "--color/--no-color", default=None, help="Colour the output [default: when a terminal]."
+)
 def review(
     paths: tuple[Path, ...],
     fmt: str,
@@ -103,15 +114,22 @@ def review(
                 nl=False,
             )
         fixes = sum(file.fixes_applied for file in changed)
-        click.echo(f"Would apply {fixes} fix{'es' * (fixes != 1)} to {len(changed)} file(s).", err=True)
+        click.echo(
+            f"Would apply {fixes} fix{'es' * (fixes != 1)} to {len(changed)} file(s).", err=True
+        )
         sys.exit(ExitCode.FINDINGS if changed and not exit_zero else ExitCode.OK)
 
-    use_color = color if color is not None else (output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    use_color = (
+        color
+        if color is not None
+        else (output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    )
     text = render(report, fmt, RenderOptions(color=bool(use_color and fmt == "text")))
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text + "\n", encoding="utf-8")
     else:
-        click.echo(text)
+        # --color must survive a pipe (click strips ANSI codes when not a terminal).
+        click.echo(text, color=True if use_color else None)
     found = bool(report.findings)
     sys.exit(ExitCode.FINDINGS if found and not exit_zero else ExitCode.OK)

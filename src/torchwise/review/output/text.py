@@ -34,8 +34,12 @@ def render(report: ReviewReport, options: RenderOptions) -> str:
         return "\n".join(lines)
     if lines:
         lines.append("")
+    applied = report.fixes_applied
+    fixed_note = f"Applied {applied} fix{'es' * (applied != 1)}." if applied else ""
     if not findings:
         lines.append(f"No problems found in {files} file{'s' * (files != 1)}.")
+        if fixed_note:
+            lines.append(fixed_note)
         return "\n".join(lines)
     by_code = Counter(finding.code for finding in findings)
     width = max(len(str(count)) for count in by_code.values())
@@ -63,6 +67,6 @@ def render(report: ReviewReport, options: RenderOptions) -> str:
         lines.append(f"[*] {safe} fixable with `torchwise review --fix`.")
     if unsafe:
         lines.append(f"{unsafe} more fixable with `--fix --unsafe-fixes` (review them).")
-    if report.fixes_applied:
-        lines.append(f"Applied {report.fixes_applied} fix{'es' * (report.fixes_applied != 1)}.")
+    if fixed_note:
+        lines.append(fixed_note)
     return "\n".join(lines)
