@@ -135,6 +135,7 @@ class _Pass:
                         self.handlers.setdefault(node_type, []).append(getattr(rule, name))
                 elif name in self.events:
                     self.events[name].append(getattr(rule, name))
+        self.failed: set[str] = set()
         self.special: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.Import: self._import,
             ast.ImportFrom: self._import_from,
@@ -156,8 +157,39 @@ class _Pass:
         self.ctx.module.node = tree
         self._prescan(tree.body)
         self.visit(tree)
-        for handler in self.events["leave_module"]:
-            handler(self.ctx.module, self.ctx)
+        self.fire("leave_module", self.ctx.module, tree)
+
+    def fire(self, event: str, facts: Any, node: ast.AST) -> None:
+        for handler in self.events[event]:
+            try:
+                handler(facts, self.ctx)
+            except RecursionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the review
+                self.rule_failed(handler, exc, node)
+
+    def rule_failed(self, handler: Handler, exc: Exception, node: ast.AST) -> None:
+        """Report a rule's own crash once per file, as a finding, and go on."""
+        code = getattr(getattr(handler, "__self__", None), "code", "rule")
+        if code in self.failed:
+            return
+        self.failed.add(code)
+        line = getattr(node, "lineno", 1)
+        self.ctx.findings.append(
+            Finding(
+                code="TW000",
+                message=(
+                    f"internal error in {code} ({type(exc).__name__}: {exc}); "
+                    "the other rules ran. Please report this."
+                ),
+                path=self.ctx.path,
+                line=line,
+                column=1,
+                end_line=line,
+                end_column=1,
+                severity=Severity.ERROR,
+            )
+        )
 
     def _prescan(self, body: list[ast.stmt]) -> None:
         """Bind module-level imports and classes first, as pyflakes defers
@@ -177,7 +209,12 @@ class _Pass:
 
     def visit(self, node: ast.AST) -> None:
         for handler in self.handlers.get(type(node), ()):
-            handler(node, self.ctx)
+            try:
+                handler(node, self.ctx)
+            except RecursionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the review
+                self.rule_failed(handler, exc, node)
         special = self.special.get(type(node))
         if special is None:
             self.children(node)
@@ -283,8 +320,7 @@ class _Pass:
         ctx.functions.pop()
         ctx.loops, ctx.no_grad_depth, ctx.autocast = saved
         ctx.module.functions.append(function)
-        for handler in self.events["leave_function"]:
-            handler(function, ctx)
+        self.fire("leave_function", function, node)
 
     def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         ctx = self.ctx
@@ -300,8 +336,7 @@ class _Pass:
         ctx.loops.pop()
         self.visit_all(node, node.orelse)
         (ctx.function.loops if ctx.function else ctx.module.loops).append(loop)
-        for handler in self.events["leave_loop"]:
-            handler(loop, ctx)
+        self.fire("leave_loop", loop, node)
 
     def _context_kind(self, expr: ast.expr) -> str | None:
         target = expr.func if isinstance(expr, ast.Call) else expr

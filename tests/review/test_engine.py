@@ -1,0 +1,85 @@
+"""Engine behaviour users rely on: name resolution, robustness, suppression."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from torchwise.review import ReviewSettings, review_source
+from torchwise.review import registry
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+
+
+class _Exploding(registry.Rule):
+    """A rule with a bug, to prove one broken rule cannot stop a review."""
+
+    code = "TW998"
+    name = "exploding"
+    family = "syntax"
+    severity = Severity.WARNING
+    message = "never"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        raise ValueError("boom")
+
+
+def test_a_crashing_rule_is_reported_and_the_others_still_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry.all_rules()  # load the real rules first
+    monkeypatch.setitem(registry._RULES, "TW998", registry.RuleInfo(_Exploding, ("Call",), ()))
+    source = "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(2))\n"
+    findings = review_source(source, "t.py", ReviewSettings(select=("TW998", "TW403")))
+    codes = sorted(f.code for f in findings)
+    assert codes == ["TW000", "TW403"]
+    internal = next(f for f in findings if f.code == "TW000")
+    assert "internal error in TW998" in internal.message
+
+
+@pytest.mark.parametrize(
+    "imports, call",
+    [
+        ("import torch", "torch.autograd.Variable(x)"),
+        ("import torch as T", "T.autograd.Variable(x)"),
+        ("from torch import autograd", "autograd.Variable(x)"),
+        ("import torch.autograd as ag", "ag.Variable(x)"),
+        ("from torch.autograd import Variable as V", "V(x)"),
+    ],
+)
+def test_imports_resolve_however_they_are_written(imports: str, call: str) -> None:
+    findings = review_source(f"{imports}\ny = {call}\n", "t.py", ReviewSettings(select=("TW403",)))
+    assert [f.code for f in findings] == ["TW403"]
+
+
+def test_unresolved_names_stay_silent() -> None:
+    source = "from mylib import autograd\ny = autograd.Variable(x)\n"
+    assert review_source(source, "t.py", ReviewSettings(select=("TW403",))) == []
+
+
+def test_imports_after_use_are_known() -> None:
+    source = "def f(x):\n    return Variable(x)\n\nfrom torch.autograd import Variable\n"
+    findings = review_source(source, "t.py", ReviewSettings(select=("TW403",)))
+    assert [f.line for f in findings] == [2]
+
+
+def test_syntax_error_is_a_finding_not_a_crash() -> None:
+    findings = review_source("def f(:\n", "bad.py", ReviewSettings())
+    assert [(f.code, f.line) for f in findings] == [("TW000", 1)]
+
+
+def test_noqa_on_the_line_and_for_the_file() -> None:
+    settings = ReviewSettings(select=("TW403",))
+    line = "import torch\ny = torch.autograd.Variable(x)  # noqa: TW403\n"
+    other = "import torch\ny = torch.autograd.Variable(x)  # noqa: TW101\n"
+    whole = "# torchwise: noqa\nimport torch\ny = torch.autograd.Variable(x)\n"
+    assert review_source(line, "t.py", settings) == []
+    assert len(review_source(other, "t.py", settings)) == 1
+    assert review_source(whole, "t.py", settings) == []
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    source = "import torch\ns = 'é'; y = torch.autograd.Variable(x)\n"
+    (finding,) = review_source(source, "t.py", ReviewSettings(select=("TW403",)))
+    assert finding.column == source.splitlines()[1].index("torch") + 1
