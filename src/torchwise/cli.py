@@ -84,7 +84,7 @@ def _run_guarded(call: Any) -> Any:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into messages
+    except Exception as exc:  # the one place that turns bugs into messages
         if os.environ.get("TORCHWISE_DEBUG"):
             traceback.print_exc()
         else:

@@ -6,8 +6,7 @@ import ast
 
 import pytest
 
-from torchwise.review import ReviewSettings, review_source
-from torchwise.review import registry
+from torchwise.review import ReviewSettings, registry, review_source
 from torchwise.review.context import Context
 from torchwise.review.findings import Severity
 

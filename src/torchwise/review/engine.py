@@ -165,7 +165,7 @@ class _Pass:
                 handler(facts, self.ctx)
             except RecursionError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the review
+            except Exception as exc:  # one broken rule must not stop the review
                 self.rule_failed(handler, exc, node)
 
     def rule_failed(self, handler: Handler, exc: Exception, node: ast.AST) -> None:
@@ -213,7 +213,7 @@ class _Pass:
                 handler(node, self.ctx)
             except RecursionError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the review
+            except Exception as exc:  # one broken rule must not stop the review
                 self.rule_failed(handler, exc, node)
         special = self.special.get(type(node))
         if special is None:
