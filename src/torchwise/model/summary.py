@@ -80,9 +80,8 @@ class ModelSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form (see docs/inspect.md for the schema)."""
-        data = asdict(self)
+        data = {"schema_version": SCHEMA_VERSION, **asdict(self)}
         data.pop("training")
-        data["schema_version"] = SCHEMA_VERSION
         data["param_bytes"] = self.param_bytes
         data["flops_training"] = self.flops_training
         data["macs_training"] = None if self.flops_training is None else self.flops_training // 2

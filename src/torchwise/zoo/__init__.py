@@ -78,7 +78,7 @@ def _entries() -> dict[str, ZooEntry]:
                  llama.llama, ("i64[batch=1,seq=32]<256",), None, "Llama 2 architecture",
                  dict(llama.TINY)),
         ZooEntry("llama-tiny", "Llama-style decoder at test size (2 layers, GQA)",
-                 llama.llama, ("i64[batch=1,seq=32]<256",), 427_968, "Llama 2 architecture",
+                 llama.llama, ("i64[batch=1,seq=32]<256",), 123_712, "Llama 2 architecture",
                  dict(llama.TINY)),
         ZooEntry("llama-7b", "Llama-2-7B configuration", llama.llama,
                  ("i64[batch=1,seq=4096]<32000",), 6_738_415_616, "meta-llama/Llama-2-7b-hf",
