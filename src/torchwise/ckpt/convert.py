@@ -219,7 +219,8 @@ def _flatten(value: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str
         elif isinstance(obj, (list, tuple)) and _has_tensor(obj):
             for i, v in enumerate(obj):
                 walk(v, f"{key}.{i}" if key else str(i))
-        elif hasattr(obj, "__dict__") and type(obj).__name__ in ("Namespace", "AttributeDict"):
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type) and _has_tensor(vars(obj)):
+            # argparse.Namespace or a class the user allowed: its attributes, dotted.
             walk(vars(obj), key)
         else:
             extras[key or "<root>"] = _plain(obj)

@@ -388,7 +388,7 @@ def run_pickle(stream: IO[bytes], start: int = 0) -> PickleResult:
         ) from None
     except ValueError as exc:  # genops: unknown opcode, truncated argument, bad text
         message = str(exc).splitlines()[0]
-        if "exhausted" in message or "only" in message or "but only" in message:
+        if any(s in message for s in ("exhausted", "remain", "not enough data", "no newline")):
             message = f"truncated pickle ({message})"
         raise PickleParseError(message, pos, machine.result) from None
     raise PickleParseError("truncated pickle: no STOP opcode", pos, machine.result)

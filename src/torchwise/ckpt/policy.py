@@ -77,6 +77,7 @@ def _safe_names() -> frozenset[str]:
         "builtins.object",
         "copyreg._reconstructor",
     }
+    names.update(f"builtins.{t}" for t in _words("dict list tuple str bytes int float bool"))
     names.update(f"torch.{d}" for d in _DTYPES)
     names.update(f"torch.{q}" for q in _QSCHEMES)
     names.update(f"torch._utils.{f}" for f in _REBUILD)
@@ -136,10 +137,6 @@ WARNING: dict[str, str] = {
     "pytorch_lightning.utilities.parsing.AttributeDict": _LIGHTNING,
     "lightning.fabric.utilities.data.AttributeDict": _LIGHTNING,
     "lightning_fabric.utilities.data.AttributeDict": _LIGHTNING,
-    **{
-        f"builtins.{k}": "a builtin value type: inert data"
-        for k in _words("dict list tuple str bytes int float bool")
-    },
 }
 
 _RUNS_CODE = "runs arbitrary code"
