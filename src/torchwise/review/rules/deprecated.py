@@ -216,6 +216,10 @@ def _is_loss(qualname: str | None) -> bool:
     )
 
 
+def _forwarded(item: ast.keyword) -> bool:
+    return isinstance(item.value, ast.Name) and item.value.id == item.arg
+
+
 def legacy_reduction(size_average: ast.expr | None, reduce: ast.expr | None) -> str | None:
     """The `reduction=` string torch derives (``legacy_get_string``), if both are literals."""
     values = []
@@ -277,6 +281,8 @@ class LegacyLossReduction(Rule):
         legacy = [item for item in node.keywords if item.arg in _LEGACY_REDUCTION]
         if not legacy or not _is_loss(ctx.call_name(node)):
             return
+        if all(_forwarded(item) for item in legacy):
+            return  # a wrapper passing its caller's `size_average=size_average` along
         size_average, reduce = (keyword(node, name) for name in _LEGACY_REDUCTION)
         reduction = legacy_reduction(
             size_average.value if size_average else None, reduce.value if reduce else None
