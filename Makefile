@@ -30,6 +30,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	@echo "== torchwise review $(EXAMPLE) =="
 	$(BIN)/torchwise review $(EXAMPLE) --no-cache --exit-zero
+	$(BIN)/torchwise inspect cifarnet --config $(EXAMPLE) --depth 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
