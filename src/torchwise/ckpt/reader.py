@@ -149,11 +149,23 @@ def read_container(path: Path) -> Container:
                 raise corrupt(path, f"broken zip archive ({exc})") from None
         elif _looks_like_safetensors(head, size):
             container = _read_safetensors(path, raw, size)
+        elif _is_tar(raw):
+            raise TorchwiseError(
+                f"{path}: a tar archive (the torch.save format of PyTorch < 1.0)",
+                hint="torchwise reads zip, legacy, pickle and safetensors checkpoints only",
+            )
         else:
             container = Container(path, "pickle", file_size=size)
             _read_stacked(container, io.BufferedReader(raw, buffer_size=1 << 16), size)
         container.read_ranges = raw.ranges
     return container
+
+
+def _is_tar(raw: TrackedFile) -> bool:
+    raw.seek(257)
+    magic = raw.read(5)
+    raw.seek(0)
+    return magic == b"ustar"
 
 
 # --- zip -----------------------------------------------------------------------------
@@ -256,6 +268,10 @@ def _read_stacked(container: Container, stream: IO[bytes], size: int) -> None:
         try:
             result = run_pickle(stream, start)
         except PickleParseError as exc:
+            if index == 0 and not exc.partial.n_ops > 1:
+                raise corrupt(
+                    container.path, "not a checkpoint: neither a zip, a pickle nor safetensors"
+                ) from None
             if index == 0 or exc.partial.calls:
                 container.errors.append(MemberError(name, exc))
             else:
