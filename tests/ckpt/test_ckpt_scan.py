@@ -215,3 +215,24 @@ def test_zip_members_are_listed(hostile: dict[str, Hostile]) -> None:
     with zipfile.ZipFile(case.path) as z:
         pickles = [n for n in z.namelist() if n.endswith(".pkl")]
     assert set(pickles) <= set(result.members)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_torchscript_archive_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "scripted.pt"
+    torch.jit.script(torch.nn.Linear(2, 2)).save(str(path))
+    [result] = scan(path).files
+    assert result.format == "torchscript" and result.verdict == "unsafe"
+    rules = {f.rule for f in result.findings}
+    assert "torchscript-code" in rules
+    assert any("TorchScript class" in f.reason for f in result.findings)
+
+
+def test_tar_archive_is_a_clear_error(tmp_path: Path) -> None:
+    import tarfile
+
+    (tmp_path / "x").write_text("x")
+    with tarfile.open(tmp_path / "old.tar", "w") as tar:
+        tar.add(tmp_path / "x", arcname="x")
+    [result] = scan(tmp_path / "old.tar").files
+    assert result.verdict == "error" and "tar archive" in (result.error or "")

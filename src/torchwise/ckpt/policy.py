@@ -179,6 +179,16 @@ DANGEROUS_BUILTINS = frozenset(
         "locals vars execfile apply file reload type exit quit help memoryview"
     )
 )
+_BUILTIN_REASONS = {
+    "getattr": "reaches any attribute (getattr(__import__('os'), 'system'))",
+    "setattr": "rewrites any attribute",
+    "delattr": "deletes any attribute",
+    "__import__": "imports any module",
+    "open": "opens or creates files",
+    "type": "builds new classes",
+    "input": "reads from the terminal",
+    "breakpoint": "starts a debugger",
+}
 DANGEROUS_NAMES: dict[str, str] = {
     "torch.load": "loads another (unchecked) pickle",
     "torch.serialization.load": "loads another (unchecked) pickle",
@@ -212,9 +222,8 @@ def classify(qualname: str) -> Classification:
     parts = qualname.split(".")
     builtin = parts[0] in ("builtins", "__builtin__") and len(parts) > 1
     if builtin and parts[1] in DANGEROUS_BUILTINS:
-        return Classification(
-            Verdict.DANGEROUS, f"known dangerous: builtins.{parts[1]} {_RUNS_CODE}"
-        )
+        why = _BUILTIN_REASONS.get(parts[1], _RUNS_CODE)
+        return Classification(Verdict.DANGEROUS, f"known dangerous: builtins.{parts[1]} {why}")
     if parts[0] in DANGEROUS_MODULES:
         return Classification(Verdict.DANGEROUS, f"known dangerous: {DANGEROUS_MODULES[parts[0]]}")
     hit = next((p for p in parts[1:] if p in _DANGEROUS_ATTRS), None)
@@ -223,6 +232,10 @@ def classify(qualname: str) -> Classification:
     if qualname.startswith("copyreg._extension_registry."):
         return Classification(
             Verdict.UNSAFE, "extension code: resolved through copyreg's registry to any callable"
+        )
+    if qualname.startswith("__torch__."):
+        return Classification(
+            Verdict.UNSAFE, "a TorchScript class: torch.jit.load compiles and runs its code/"
         )
     if qualname.startswith("torch.nn.modules.") or qualname.startswith("torch.nn."):
         return Classification(

@@ -32,8 +32,8 @@ def human_bytes(n: float) -> str:
 def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
     lines = [
         f"{result.path}: {result.format}, {result.kind}",
-        f"read {human_bytes(result.bytes_read)} of {human_bytes(result.file_size)} "
-        "(pickle, zip directory and headers only; nothing was executed)",
+        f"{human_bytes(result.bytes_read)} read from {human_bytes(result.file_size)} "
+        "(pickles, zip directory and headers only; nothing was executed)",
         "",
     ]
     rows = result.tensors if max_rows is None else result.tensors[:max_rows]
