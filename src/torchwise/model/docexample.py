@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import doctest
-import importlib.util
 import inspect
 import io
 import os
@@ -27,8 +26,10 @@ from torchwise.errors import TorchwiseError
 from torchwise.model.docshapes import SymbolicShapes
 from torchwise.target import InputSpec, ResolvedTarget
 
-#: Parameter bytes above which examples are executed on the meta device.
-REAL_RUN_LIMIT = 1 << 30
+#: Examples above either limit run on the meta device: same code, same shapes,
+#: no weights to build and no compute (a GPT-2 forward at 1024 tokens is ~250 GFLOPs).
+REAL_RUN_BYTES = 1 << 30
+REAL_RUN_FLOPS = 20 * 10**9
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Recipe:
     imports: list[str]
     expression: str  # in the model's module namespace
     script_expression: str  # after ``imports``
+    #: the same on the meta device, for checking examples too big to run for real
+    meta_expression: str | None = None
 
 
 def _kwargs_text(kwargs: dict[str, Any]) -> str:
@@ -58,7 +61,9 @@ def recipe(target: str, rt: ResolvedTarget) -> Recipe:
         expression = f"{builder.__name__}({options})" if in_module else f"{cls.__name__}()"
         overrides = f"{_kwargs_text(rt.init_kwargs)}" if rt.init_kwargs else ""
         script = f"zoo.get({entry.name!r}).build({overrides})"
-        return Recipe(["from torchwise import zoo"], expression, script)
+        meta_args = ", ".join(["device='meta'", *([overrides] if overrides else [])])
+        on_meta = f"zoo.get({entry.name!r}).build({meta_args})"
+        return Recipe(["from torchwise import zoo"], expression, script, on_meta)
     ref = _configured_ref(target)
     module_ref, _, attr = ref.rpartition(":")
     module = sys.modules.get(cls.__module__)
@@ -149,7 +154,9 @@ def doctest_lines(
 def script_lines(
     recipe_: Recipe, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
 ) -> list[str]:
-    lines = ["import torch", *recipe_.imports, "", f"model = {recipe_.script_expression}"]
+    stdlib = [line for line in recipe_.imports if line == "import sys"]
+    rest = [line for line in recipe_.imports if line != "import sys"]
+    lines = [*stdlib, "import torch", *rest, "", f"model = {recipe_.script_expression}"]
     lines += ["model.eval()", "with torch.no_grad():"]
     lines += [f"    {line}" for line in call_lines(rt, names, shapes)]
     lines += [f"print({check})  # {value}" for check, value in output_checks(shapes)]
@@ -157,19 +164,23 @@ def script_lines(
     return lines
 
 
+def _heavy(rt: ResolvedTarget, flops: int) -> bool:
+    size = sum(p.numel() * p.element_size() for p in rt.model.parameters())
+    return size > REAL_RUN_BYTES or flops > REAL_RUN_FLOPS
+
+
 @contextlib.contextmanager
-def _device_for(rt: ResolvedTarget) -> Iterator[str]:
+def _device_for(rt: ResolvedTarget, flops: int) -> Iterator[str]:
     import torch
 
-    size = sum(p.numel() * p.element_size() for p in rt.model.parameters())
-    if size > REAL_RUN_LIMIT:
+    if _heavy(rt, flops):
         with torch.device("meta"):
             yield "meta"
     else:
         yield "cpu"
 
 
-def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget) -> str:
+def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget, flops: int) -> str:
     """Run the example in the class's module namespace; the device it ran on."""
     module = sys.modules.get(cls.__module__)
     globs = dict(vars(module)) if module is not None else {}
@@ -177,7 +188,7 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget) -> str:
     test = doctest.DocTestParser().get_doctest(text, globs, f"{cls.__qualname__} Example", None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report = io.StringIO()
-    with _device_for(rt) as device:
+    with _device_for(rt, flops) as device:
         result = runner.run(test, out=report.write, clear_globs=True)
     if result.failed:
         raise TorchwiseError(
@@ -187,26 +198,42 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget) -> str:
     return device
 
 
-def run_script(lines: list[str], rt: ResolvedTarget) -> str:
-    """Execute the usage snippet as a fresh script would (cwd-relative imports)."""
+def run_script(lines: list[str], recipe_: Recipe, rt: ResolvedTarget, flops: int) -> str:
+    """Execute the usage snippet as a fresh script would (cwd-relative imports).
+
+    On meta, a zoo model is built with ``device="meta"`` (its builder picks the
+    device explicitly, so the ambient default device would not reach it).
+    """
     code = "\n".join(lines) + "\n"
+    if _heavy(rt, flops) and recipe_.meta_expression:
+        code = code.replace(recipe_.script_expression, recipe_.meta_expression, 1)
     namespace: dict[str, Any] = {"__name__": "__torchwise_usage__"}
-    saved_path = list(sys.path)
+    saved_path, saved_modules = list(sys.path), dict(sys.modules)
+    for line in recipe_.imports:  # import the file afresh, as a new process would
+        if line.startswith("from "):
+            sys.modules.pop(line.split()[1], None)
     try:
-        with _device_for(rt) as device:
+        with _device_for(rt, flops) as device, contextlib.redirect_stdout(io.StringIO()):
             exec(compile(code, "<usage example>", "exec"), namespace)
     except Exception as exc:
         raise TorchwiseError(f"the generated usage example does not run: {exc!r}") from None
     finally:
         sys.path[:] = saved_path
+        for name in set(sys.modules) - set(saved_modules):
+            if _is_project_module(sys.modules[name], saved_path):
+                del sys.modules[name]  # the user's file, imported by the script: not ours to keep
+        for name, module in saved_modules.items():
+            sys.modules.setdefault(name, module)
     return device
 
 
-def is_importable(module_ref: str) -> bool:
-    try:
-        return importlib.util.find_spec(module_ref) is not None
-    except (ImportError, ValueError):
+def _is_project_module(module: Any, known_path: list[str]) -> bool:
+    """Imported from a directory the script put on sys.path (not torch, not stdlib)."""
+    source = getattr(module, "__file__", None)
+    if not source:
         return False
+    roots = [Path(p).resolve() for p in known_path if p]
+    return not any(Path(source).resolve().is_relative_to(root) for root in roots)
 
 
 def source_of(obj: Any) -> str:

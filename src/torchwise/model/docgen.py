@@ -85,7 +85,7 @@ def document(target: str, rt: ResolvedTarget, *, run_example: bool = True) -> Mo
     doc = ModelDoc(rt, shapes, summary, scaling, names, recipe, example, rt.source_file)
     doc.docstrings = build_docstrings(doc, cls)
     if run_example:
-        doc.example_device = docexample.run_doctest(example, cls, rt)
+        doc.example_device = docexample.run_doctest(example, cls, rt, summary.flops_forward)
     return doc
 
 

@@ -9,8 +9,9 @@ transformer fast path, and user modules whose ``forward`` reads
 
 from __future__ import annotations
 
+import ast
 import inspect
-import re
+import textwrap
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
 #: Modules listed per line before "and N more".
 SHOWN = 3
-_TRAINING_FLAG = re.compile(r"\bself\.training\b")
 
 
 def _names(names: list[str]) -> str:
@@ -28,14 +28,20 @@ def _names(names: list[str]) -> str:
 
 
 def _reads_training_flag(module: torch.nn.Module) -> bool:
-    forward = type(module).forward
+    """Does the class's own ``forward`` read ``self.training`` (in code, not in prose)?"""
     if type(module).__module__.startswith("torch."):
         return False
     try:
-        source = inspect.getsource(forward)
-    except (OSError, TypeError):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(type(module).forward)))
+    except (OSError, TypeError, SyntaxError):
         return False
-    return bool(_TRAINING_FLAG.search(source))
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "training"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        for node in ast.walk(tree)
+    )
 
 
 def mode_differences(model: torch.nn.Module) -> list[str]:

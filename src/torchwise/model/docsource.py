@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import difflib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,9 +84,9 @@ def literal(text: str, indent: str, newline: str) -> str:
     if "\\" in body and '"""' not in body and not body.endswith(("\\", '"')):
         prefix = "r"  # keep LaTeX and regexes readable instead of doubling backslashes
     else:
-        body = body.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-        if body.endswith('"'):
-            body = body[:-1] + '\\"'
+        body = body.replace("\\", "\\\\")
+        # escape only the quotes that would end the literal: runs of three, or at the end
+        body = re.sub(r'"{3,}|"+$', lambda m: '\\"' * len(m.group()), body)
     lines = body.split("\n")
     if len(lines) == 1:
         return f'{prefix}"""{lines[0]}"""'
