@@ -31,6 +31,7 @@ demo: $(STAMP)
 	@echo "== torchwise review $(EXAMPLE) =="
 	$(BIN)/torchwise review $(EXAMPLE) --no-cache --exit-zero
 	$(BIN)/torchwise inspect cifarnet --config $(EXAMPLE) --depth 1
+	$(BIN)/torchwise doc cifarnet --config $(EXAMPLE) --diff
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

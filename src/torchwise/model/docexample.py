@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import doctest
+import importlib.machinery
 import inspect
 import io
 import os
@@ -47,14 +48,15 @@ def _kwargs_text(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
-def recipe(target: str, rt: ResolvedTarget) -> Recipe:
+def recipe(target: str, rt: ResolvedTarget, config_start: Path | None = None) -> Recipe:
     """The expressions that rebuild ``rt.model`` the way ``target`` built it."""
     from torchwise import zoo
 
     cls = rt.cls or type(rt.model)
     kwargs = _kwargs_text(rt.init_kwargs)
-    if target.startswith("zoo:"):
-        entry = zoo.get(target[4:])
+    ref = _configured_ref(target, config_start)
+    if ref.startswith("zoo:"):
+        entry = zoo.get(ref[4:])
         builder = entry.builder
         options = _kwargs_text({**entry.options, **rt.init_kwargs})
         in_module = builder.__module__ == cls.__module__
@@ -64,10 +66,8 @@ def recipe(target: str, rt: ResolvedTarget) -> Recipe:
         meta_args = ", ".join(["device='meta'", *([overrides] if overrides else [])])
         on_meta = f"zoo.get({entry.name!r}).build({meta_args})"
         return Recipe(["from torchwise import zoo"], expression, script, on_meta)
-    ref = _configured_ref(target)
-    module_ref, _, attr = ref.rpartition(":")
-    module = sys.modules.get(cls.__module__)
-    obj: Any = module
+    attr = ref.rpartition(":")[2]
+    obj: Any = sys.modules.get(cls.__module__)
     for part in attr.split("."):
         obj = getattr(obj, part, None)
     if obj is cls or obj is None:
@@ -75,26 +75,28 @@ def recipe(target: str, rt: ResolvedTarget) -> Recipe:
     elif isinstance(obj, type) or not callable(obj) or hasattr(obj, "forward"):
         name, call = attr, attr  # a module instance defined at module level
     else:
-        name, call = attr.split(".")[0], f"{attr}({kwargs})"
+        name, call = attr, f"{attr}({kwargs})"
         if isinstance(obj(**rt.init_kwargs), tuple):
             call += "[0]"  # the factory returns (model, example_inputs)
-    return Recipe(_import_lines(module_ref, name.split(".")[0]), call, call)
+    return Recipe(_import_lines(cls, rt, name.split(".")[0]), call, call)
 
 
-def _configured_ref(target: str) -> str:
+def _configured_ref(target: str, config_start: Path | None) -> str:
+    """``file.py:Name``/``zoo:NAME`` behind a ``[tool.torchwise.models]`` name."""
     if ":" in target:
         return target
     from torchwise.config import load_config
 
-    entry = (load_config().get("models", {}) or {}).get(target, {})
-    ref = entry.get("target", target)
+    entry = (load_config(config_start).get("models", {}) or {}).get(target, {})
+    ref = entry.get("target", target) if isinstance(entry, dict) else target
     return ref if isinstance(ref, str) else target
 
 
-def _import_lines(module_ref: str, name: str) -> list[str]:
-    if not (module_ref.endswith(".py") or "/" in module_ref or "\\" in module_ref):
-        return [f"from {module_ref} import {name}"]
-    path = Path(module_ref).resolve()
+def _import_lines(cls: type, rt: ResolvedTarget, name: str) -> list[str]:
+    """``from pkg.mod import Name``, or a sys.path entry for a file loaded by path."""
+    if rt.source_file is None or _importable(cls.__module__):
+        return [f"from {cls.__module__} import {name}"]
+    path = rt.source_file.resolve()
     try:
         directory = os.path.relpath(path.parent, Path.cwd())
     except ValueError:  # another drive on Windows
@@ -104,6 +106,12 @@ def _import_lines(module_ref: str, name: str) -> list[str]:
         f"sys.path.insert(0, {Path(directory).as_posix()!r})  # run from the project root",
         f"from {path.stem} import {name}",
     ]
+
+
+def _importable(module_name: str) -> bool:
+    """Can a plain ``import`` find this module (not one torchwise loaded from a path)?"""
+    # PathFinder looks at sys.path only, not at sys.modules where torchwise put it.
+    return importlib.machinery.PathFinder.find_spec(module_name.split(".")[0]) is not None
 
 
 def _tensor_expr(spec: InputSpec) -> str:

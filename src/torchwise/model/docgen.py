@@ -70,7 +70,9 @@ def fmt_exponent(value: float) -> str:
     return str(round(value)) if abs(value - round(value)) < 0.005 else f"{value:.2f}"
 
 
-def document(target: str, rt: ResolvedTarget, *, run_example: bool = True) -> ModelDoc:
+def document(
+    target: str, rt: ResolvedTarget, *, run_example: bool = True, config_start: Path | None = None
+) -> ModelDoc:
     """Measure ``rt`` and build the docstrings of its class (and its ``forward``)."""
     from torchwise.model import summarize
 
@@ -80,7 +82,7 @@ def document(target: str, rt: ResolvedTarget, *, run_example: bool = True) -> Mo
     summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
     scaling = flop_scaling(model, rt, shapes, summary.flops_forward)
     cls = rt.cls or type(model)
-    recipe = docexample.recipe(target, rt)
+    recipe = docexample.recipe(target, rt, config_start)
     example = docexample.doctest_lines(recipe.expression, rt, names, shapes)
     doc = ModelDoc(rt, shapes, summary, scaling, names, recipe, example, rt.source_file)
     doc.docstrings = build_docstrings(doc, cls)

@@ -49,7 +49,7 @@ def run_doc(
     resolved = resolve_target(
         target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta"
     )
-    doc = document(target, resolved)
+    doc = document(target, resolved, config_start=config_start)
     out: list[str] = []
     err: list[str] = [f"Example ran ({doc.example_device}) and printed the documented shapes."]
     code: int = ExitCode.OK
