@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from torchwise.review.context import Context
 from torchwise.review.findings import Applicability, Edit, Fix
@@ -105,3 +106,35 @@ def rename_attribute(ctx: Context, func: ast.Attribute, new: str) -> Edit:
 def torch_is_imported(ctx: Context) -> bool:
     """Whether the bare name ``torch`` refers to the torch package here."""
     return ctx.qualname(ast.Name("torch")) == "torch"
+
+
+# An `if` test that selects code by library version or feature availability.
+_COMPAT_TEST = re.compile(r"version|torch_(greater|less|geq|lt|ge)|TORCH_\w*\d|hasattr", re.I)
+
+
+def in_compat_code(ctx: Context, catching: frozenset[str] | None = None) -> bool:
+    """Whether the current node sits in deliberate compatibility code.
+
+    That is a branch of an ``if``/``x if c else y`` whose test checks a
+    version or ``hasattr`` (both branches: one is the old API on purpose), or
+    an ``except`` handler (only handlers catching one of ``catching``, when
+    given): ``except TypeError: torch.load(f)`` is the retry for a torch too
+    old to know ``weights_only``. When ``catching`` is given, ``if`` tests are
+    not considered.
+    """
+    for parent in ctx.parents:
+        if isinstance(parent, ast.ExceptHandler):
+            if catching is None or _handler_names(parent) & catching:
+                return True
+        elif (
+            catching is None
+            and isinstance(parent, (ast.If, ast.IfExp))
+            and _COMPAT_TEST.search(ctx.text(parent.test))
+        ):
+            return True
+    return False
+
+
+def _handler_names(handler: ast.ExceptHandler) -> set[str]:
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {last_name(Context.dotted(item)) for item in types if item is not None}

@@ -16,6 +16,7 @@ from torchwise.review.rules._util import (
     add_keyword,
     constant,
     has_kwargs_splat,
+    in_compat_code,
     keyword,
     remove_keyword,
     rename_attribute,
@@ -82,6 +83,8 @@ class DeprecatedAmp(Rule):
             return
         new, device = _AMP_RENAMES[qualname]
         shown = f"{new}({device})" if device else new
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=_amp_fix(ctx, node, new, device), old=qualname, new=shown)
 
 
@@ -144,6 +147,8 @@ class AutogradVariable(Rule):
         fix = None
         if len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
             fix = replace_fix(ctx, node, ctx.text(node.args[0]), "Remove the `Variable` wrapper")
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix)
 
 
@@ -197,6 +202,8 @@ class FunctionalActivationAlias(Rule):
         if new is None:
             return
         fix = replace_fix(ctx, node.func, new, f"Use `{new}`") if torch_is_imported(ctx) else None
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, old=f"F.{new[6:]}", new=new)
 
 
@@ -299,6 +306,8 @@ class LegacyLossReduction(Rule):
                 edits += [remove_keyword(ctx, node, item) for item in legacy[1:]]
             fix = Fix(f"Use `reduction={text}`", tuple(edits), Applicability.SAFE)
         args = ", ".join(f"{item.arg}=" for item in legacy)
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, args=args)
 
 
@@ -350,6 +359,8 @@ class ClipGradNormWithoutUnderscore(Rule):
         if isinstance(node.func, ast.Attribute):
             edit = rename_attribute(ctx, node.func, "clip_grad_norm_")
             fix = Fix("Use `clip_grad_norm_`", (edit,), Applicability.SAFE)
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix)
 
 
@@ -408,6 +419,8 @@ class CheckpointWithoutUseReentrant(Rule):
             return  # use_reentrant may be in **kwargs
         edit = add_keyword(ctx, node, "use_reentrant=False")
         fix = Fix("Pass `use_reentrant=False`", (edit,), Applicability.UNSAFE)
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, callee=qualname.rsplit(".", 1)[-1])
 
 

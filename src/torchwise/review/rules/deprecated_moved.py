@@ -13,6 +13,7 @@ from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import (
     add_keyword,
     has_kwargs_splat,
+    in_compat_code,
     rename_attribute,
     replace_fix,
     torch_is_imported,
@@ -83,6 +84,8 @@ class DeprecatedUpsample(Rule):
             fix = Fix(f"Use `{new}`", tuple(edits), Applicability.SAFE)
         old = qualname.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn.")
         shown = f"F.{new}" if old.startswith("F.") else f"nn.{new}"
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, old=old, new=f"{shown}({extra})" if extra else shown)
 
 
@@ -130,6 +133,8 @@ class DeprecatedWeightNorm(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         if qualname in _WEIGHT_NORM:
+            if in_compat_code(ctx):
+                return  # deliberate compatibility code for older torch
             ctx.report(self, node, old=qualname, new=_WEIGHT_NORM[qualname])
 
 
@@ -174,6 +179,8 @@ class DistributedLaunch(Rule):
         if any(
             alias.name == _LAUNCH or alias.name.startswith(_LAUNCH + ".") for alias in node.names
         ):
+            if in_compat_code(ctx):
+                return  # deliberate compatibility code for older torch
             ctx.report(self, node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:
@@ -183,15 +190,26 @@ class DistributedLaunch(Rule):
         launcher = module == _LAUNCH or module.startswith(_LAUNCH + ".")
         from_package = module == "torch.distributed" and any(a.name == "launch" for a in node.names)
         if launcher or from_package:
+            if in_compat_code(ctx):
+                return  # deliberate compatibility code for older torch
             ctx.report(self, node)
 
     def visit_Constant(self, node: ast.Constant, ctx: Context) -> None:
         value = node.value
-        if not isinstance(value, str) or "torch.distributed.launch" not in value:
+        if not isinstance(value, str) or _LAUNCH not in value:
             return
-        if isinstance(ctx.parent, ast.Expr):
-            return  # a docstring talks about it; it does not run it
-        if value == _LAUNCH or f"-m {_LAUNCH}" in value:
+        parent = ctx.parent
+        if value == _LAUNCH:
+            # an argv element or runpy.run_module's argument; not a message text
+            launched = isinstance(parent, (ast.List, ast.Tuple, ast.Call))
+        else:
+            # a shell command line handed to subprocess/os.system
+            callee = ctx.call_name(parent) if isinstance(parent, ast.Call) else None
+            shell = callee is not None and (
+                callee.startswith("subprocess.") or callee in {"os.system", "os.popen"}
+            )
+            launched = shell and f"-m {_LAUNCH}" in value
+        if launched and not in_compat_code(ctx):
             ctx.report(self, node)
 
 
@@ -244,14 +262,27 @@ class MovedApi(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
+    def __init__(self) -> None:
+        # Names bound by `except ImportError: from functorch import vmap`: the
+        # fallback; the name holds `torch.func.vmap` wherever torch is recent.
+        self.fallbacks: set[str] = set()
+
+    def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:
+        if (node.module or "").startswith("functorch") and in_compat_code(ctx):
+            self.fallbacks |= {alias.asname or alias.name for alias in node.names}
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         new = _MOVED.get(qualname)
         if new is None:
+            return
+        if isinstance(node.func, ast.Name) and node.func.id in self.fallbacks:
             return
         fix = None
         func = node.func
         prefixed = isinstance(func, ast.Attribute) and ctx.qualname(func.value) == "functorch"
         if new.startswith("torch.func.") and prefixed and torch_is_imported(ctx):
             fix = replace_fix(ctx, func, new, f"Use `{new}`")
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, old=qualname, new=new)

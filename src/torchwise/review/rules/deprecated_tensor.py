@@ -17,7 +17,13 @@ from collections.abc import Callable
 from torchwise.review.context import Context
 from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import constant, keyword, rename_attribute, replace
+from torchwise.review.rules._util import (
+    constant,
+    in_compat_code,
+    keyword,
+    rename_attribute,
+    replace,
+)
 
 _REMOVED = {
     "torch.solve": "torch.linalg.solve(A, B)` (arguments swapped",
@@ -78,6 +84,8 @@ class RemovedLinalgFunction(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         if qualname in _REMOVED:
+            if in_compat_code(ctx):
+                return  # deliberate compatibility code for older torch
             ctx.report(self, node, old=qualname, new=_REMOVED[qualname])
 
 
@@ -153,6 +161,8 @@ class DeprecatedLinalgFunction(Rule):
             text = _LINALG_FIXES[qualname](node, prefix, ctx)
             if text is not None:
                 fix = Fix(f"Use `{text.split('(', 1)[0]}`", (replace(ctx, node, text),))
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, old=qualname, new=new)
 
 
@@ -307,6 +317,8 @@ class TorchRange(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) != "torch.range":
             return
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=_range_fix(node, ctx))
 
 
@@ -376,6 +388,8 @@ class AssertAllclose(Rule):
         if isinstance(node.func, ast.Attribute):
             edit = rename_attribute(ctx, node.func, "assert_close")
             fix = Fix("Use `assert_close`", (edit,), Applicability.UNSAFE)
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix)
 
 
@@ -404,7 +418,9 @@ _LEGACY_CONSTRUCTORS = {
 class LegacyTensorConstructor(Rule):
     """## What it does
     Flags calls of the legacy typed constructors: `torch.FloatTensor(...)`,
-    `torch.LongTensor(...)`, `torch.cuda.FloatTensor(...)` and the rest.
+    `torch.LongTensor(...)`, `torch.cuda.FloatTensor(...)` and the rest. Off
+    by default: PyTorch discourages them but does not warn, and code that
+    initialises the result right away is correct.
 
     ## Why is this bad?
     Their meaning depends on the arguments: `torch.FloatTensor([2, 3])` is a
@@ -433,7 +449,8 @@ class LegacyTensorConstructor(Rule):
     code = "TW409"
     name = "legacy-tensor-constructor"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
+    default_enabled = False
     message = "legacy constructor `{old}`; use `{new}`"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
@@ -449,4 +466,6 @@ class LegacyTensorConstructor(Rule):
             new = f"torch.as_tensor(data, dtype=torch.{dtype}{device}) or torch.empty(...)"
         else:
             new = f"torch.empty(*size, dtype=torch.{dtype}{device})"
+        if in_compat_code(ctx):
+            return  # deliberate compatibility code for older torch
         ctx.report(self, node, old=qualname, new=new)

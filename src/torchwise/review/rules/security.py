@@ -15,6 +15,7 @@ from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import (
     add_keyword,
     has_kwargs_splat,
+    in_compat_code,
     is_false,
     is_true,
     keyword,
@@ -28,6 +29,7 @@ _TORCH_LOADERS = {
     "torch.serialization.load": None,
     "torch.hub.load_state_dict_from_url": 6,
 }
+_RETRY_ERRORS = frozenset({"TypeError"})
 # weights_only became the default in torch 2.6.
 _WEIGHTS_ONLY_DEFAULT = (2, 6)
 
@@ -96,6 +98,8 @@ class TorchLoadUnsafe(Rule):
         if qualname not in _TORCH_LOADERS:
             return
         callee = qualname.replace("torch.serialization.load", "torch.load")
+        if in_compat_code(ctx, catching=_RETRY_ERRORS):
+            return  # `except TypeError: torch.load(f)`: the retry for torch without weights_only
         weights_only = _argument(node, "weights_only", _TORCH_LOADERS[qualname])
         if weights_only is not None:
             if is_false(weights_only):
