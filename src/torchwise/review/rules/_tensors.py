@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.review.context import Context
-from torchwise.review.rules._util import has_kwargs_splat, keyword
+from torchwise.review.findings import Applicability, Edit, Fix
+from torchwise.review.rules._util import add_keyword, has_kwargs_splat, keyword
 
 #: ``torch.<name>`` functions that allocate a new tensor and take ``device=``.
 FACTORIES = frozenset(
@@ -165,3 +166,12 @@ def chained_method(ctx: Context, call: ast.Call) -> ast.Call | None:
         if isinstance(outer, ast.Call) and outer.func is parents[-1]:
             return outer
     return None
+
+
+def move_into_factory(
+    ctx: Context, created: ast.Call, move: ast.Call, device: str, applicability: Applicability
+) -> Fix:
+    """``torch.zeros(n).to(device)`` -> ``torch.zeros(n, device=device)``."""
+    insert = add_keyword(ctx, created, f"device={device}")
+    drop = Edit(ctx.span(created)[1], ctx.span(move)[1], "")
+    return Fix("Create the tensor on the device", (insert, drop), applicability)

@@ -25,6 +25,7 @@ from torchwise.review.rules._tensors import (
     TENSOR_METHODS,
     chained_method,
     factory,
+    move_into_factory,
     move_target,
     passes_device,
     produces_tensor,
@@ -135,16 +136,6 @@ class _TensorNames:
             if func.attr not in TENSOR_METHODS:
                 return False
             expr = func.value
-
-
-def _move_fix(
-    ctx: Context, created: ast.Call, move: ast.Call, device: str, applicability: Applicability
-) -> Fix:
-    """``torch.zeros(n).to(device)`` -> ``torch.zeros(n, device=device)``."""
-    insert = add_keyword(ctx, created, f"device={device}")
-    end_created, end_move = ctx.span(created)[1], ctx.span(move)[1]
-    drop = Edit(end_created, end_move, "")
-    return Fix("Create the tensor on the device", (insert, drop), applicability)
 
 
 @rule
@@ -390,7 +381,7 @@ class RequiresGradThenMoved(Rule):
         device = move_target(ctx, move)
         fix = None
         if device is not None:
-            fix = _move_fix(ctx, node, move, device, Applicability.UNSAFE)
+            fix = move_into_factory(ctx, node, move, device, Applicability.UNSAFE)
         ctx.report(self, move, fix=fix, move=move.func.attr)
 
 
