@@ -52,18 +52,20 @@ def check(
     inputs: Any,
     checks: Iterable[str] | None = None,
     *,
+    kwargs: dict[str, Any] | None = None,
     loss: str = "auto",
     target: torch.Tensor | None = None,
     causal_dim: int | None = None,
     overfit_steps: int = 60,
-    overfit_lr: float = 3e-3,
+    overfit_lr: float = 1e-2,
     export_budget_s: float = 60.0,
     seed: int = 0,
     name: str | None = None,
 ) -> Report:
     """Run health checks on ``model`` with one batch ``inputs`` and return a :class:`Report`.
 
-    ``inputs`` is a tensor, a tuple of positional args or a dict of keyword args.
+    ``inputs`` is a tensor, a tuple of positional args or a dict of keyword args;
+    ``kwargs`` adds keyword args to positional ones (``model(*inputs, **kwargs)``).
     ``checks`` is a list of check ids (default: all). The model, its modes,
     gradients, ``requires_grad`` flags, hooks and torch/numpy/python RNG states are
     exactly as before when this returns.
@@ -71,7 +73,8 @@ def check(
     ids = select(checks)
     if overfit_steps < 1 or export_budget_s <= 0:
         raise TorchwiseError("overfit_steps and export_budget_s must be positive")
-    args, kwargs = normalize_inputs(inputs)
+    args, kw = normalize_inputs(inputs)
+    kwargs = {**kw, **(kwargs or {})}
     options = Options(
         loss=loss,
         target=target,

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchwise.doctor.context import Context, tensors_in
+from torchwise.doctor.context import Context, primary_output, tensors_in
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 from torchwise.doctor.trace import first_nonfinite, recording
@@ -198,14 +198,18 @@ def _amp_dtype(device: torch.device) -> tuple[torch.dtype | None, str]:
     return None, f"autocast is not checked on {device.type}"
 
 
-def _grads(ctx: Context, amp: torch.dtype | None) -> tuple[float, list[torch.Tensor | None]]:
+def _grads(
+    ctx: Context, amp: torch.dtype | None
+) -> tuple[float, torch.Tensor, list[torch.Tensor | None]]:
+    """(loss, primary output, gradients) of one train-mode step, under autocast or not."""
     torch.manual_seed(ctx.options.seed)  # same dropout masks in both runs
     ctx.zero_grads()
     with torch.autocast(ctx.device.type, dtype=amp, enabled=amp is not None):
-        _, loss = ctx.train_loss()
+        out, loss = ctx.train_loss()
     if loss.requires_grad:
         loss.backward()
-    return float(loss.detach().float()), [
+    y = primary_output(out).detach().float()
+    return float(loss.detach().float()), y, [
         None if p.grad is None else p.grad.detach().float().clone()
         for _, p in ctx.trainable()
     ]
@@ -216,9 +220,9 @@ def amp_drift(ctx: Context) -> CheckResult:
     dtype, how = _amp_dtype(ctx.device)
     if dtype is None:
         return result("amp-drift", Status.SKIP, how)
-    l32, g32 = _grads(ctx, None)
+    l32, y32, g32 = _grads(ctx, None)
     try:
-        l16, g16 = _grads(ctx, dtype)
+        l16, y16, g16 = _grads(ctx, dtype)
     except Exception as exc:  # noqa: BLE001 - a model that breaks under autocast
         return result(
             "amp-drift",
@@ -228,6 +232,9 @@ def amp_drift(ctx: Context) -> CheckResult:
             fix="let autocast pick dtypes; do not cast activations by hand",
         )
     rel = abs(l16 - l32) / max(abs(l32), 1e-8)
+    # the output is where a lost signal shows first: at init the loss sits near chance
+    # whatever the logits are, so a model whose logits are garbage in bf16 can keep it
+    out_rel = float((y16 - y32).norm() / y32.norm().clamp_min(1e-12))
     pairs = [(n, a, b) for (n, _), a, b in zip(ctx.trainable(), g32, g16) if a is not None and b is not None]
     cos_all = _cos([a for _, a, _ in pairs], [b for _, _, b in pairs])
     per = {n: _cos([a], [b]) for n, a, b in pairs if float(a.norm()) > 0}
@@ -237,25 +244,30 @@ def amp_drift(ctx: Context) -> CheckResult:
         "loss_fp32": l32,
         "loss_autocast": l16,
         "loss_rel_error": rel,
+        "output_rel_error": out_rel,
         "grad_cosine": cos_all,
     }
     if worst:
         evidence["lowest_param_cosine"] = f"{worst} ({per[worst]:.4f})"
-    if not math.isfinite(l16) or rel > 0.1 or cos_all < 0.9:
+    # bf16 keeps 8 mantissa bits (~0.4% per value); deep nets accumulate a few % of
+    # output error and gradient cosines around 0.95 at init without anything wrong
+    if not math.isfinite(l16) or rel > 0.2 or out_rel > 0.5 or cos_all < 0.5:
         status = Status.FAIL
-    elif rel > 0.02 or cos_all < 0.99:
+    elif rel > 0.05 or out_rel > 0.15 or cos_all < 0.85:
         status = Status.WARN
     else:
         return result(
             "amp-drift",
             Status.PASS,
-            f"{how}: loss rel. error {rel:.2g}, gradient cosine {cos_all:.4f}",
+            f"{how}: output rel. error {out_rel:.2g}, loss {rel:.2g}, gradient cosine "
+            f"{cos_all:.3f}",
             evidence=evidence,
         )
     return result(
         "amp-drift",
         status,
-        f"{how} drifts from fp32: loss rel. error {rel:.2g}, gradient cosine {cos_all:.3f}",
+        f"{how} drifts from fp32: output rel. error {out_rel:.2g}, loss {rel:.2g}, "
+        f"gradient cosine {cos_all:.3f}",
         evidence=evidence,
         where=[worst] if worst else [],
         causes=[

@@ -30,7 +30,7 @@ class Options:
     causal_dim: int | None = None
     #: overfit-batch: optimizer steps and Adam learning rate (raise both for big models)
     overfit_steps: int = 60
-    overfit_lr: float = 3e-3
+    overfit_lr: float = 1e-2
     #: exportable: seconds for torch.export plus the graph-break count together
     export_budget_s: float = 60.0
     seed: int = 0

@@ -74,7 +74,8 @@ class Snapshot:
             name: dict(getattr(_module_mod, name)) for name in _GLOBAL_HOOK_DICTS
         }
 
-    def restore(self) -> None:
+    def restore(self, *, rng: bool = True) -> None:
+        """Put everything back; ``rng=False`` leaves the RNG states as they are now."""
         for module, attrs, contents in self.modules:
             live = vars(module)
             for key in [k for k in live if k not in attrs]:
@@ -96,6 +97,18 @@ class Snapshot:
                 tensor.requires_grad_(flag)
         for tensor, grad in self.grads:
             tensor.grad = grad
+        if rng:
+            self._restore_rng()
+        torch.set_default_dtype(self.default_dtype)
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.use_deterministic_algorithms(self.deterministic, warn_only=self.deterministic_warn)
+        for name, saved in self.global_hooks.items():
+            live_hooks = getattr(_module_mod, name)
+            live_hooks.clear()
+            live_hooks.update(saved)
+
+
+    def _restore_rng(self) -> None:
         torch.set_rng_state(self.torch_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
@@ -104,13 +117,6 @@ class Snapshot:
             import numpy as np
 
             np.random.set_state(self.numpy_rng)
-        torch.set_default_dtype(self.default_dtype)
-        torch.set_grad_enabled(self.grad_enabled)
-        torch.use_deterministic_algorithms(self.deterministic, warn_only=self.deterministic_warn)
-        for name, saved in self.global_hooks.items():
-            live_hooks = getattr(_module_mod, name)
-            live_hooks.clear()
-            live_hooks.update(saved)
 
 
 def _copy_back(tensor: torch.Tensor, value: torch.Tensor) -> None:

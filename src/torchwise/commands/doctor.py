@@ -1,0 +1,113 @@
+"""``torchwise doctor TARGET``: run health checks on a model and one batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+#: Named dims resized when the batch comes from a target's default inputs: doctor
+#: needs more than one sample (batch-independence, BatchNorm in train mode) and a
+#: short sequence keeps the overfit loop fast.
+_DOCTOR_SIZES = {"batch": 4, "seq": 32}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target")
+@click.option(
+    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
+    help="An input spec, once per forward argument: 'f32[8,3,32,32]', 'ids=i64[4,64]<50257'.",
+)  # fmt: skip
+@click.option(
+    "--target-spec", metavar="SPEC",
+    help="Labels for the loss, e.g. 'i64[8]<10' (class indices) or 'f32[8,1]'. "
+    "Default: built from the output's shape.",
+)  # fmt: skip
+@click.option(
+    "--loss", default="auto", show_default=True, metavar="auto|ce|mse|bce|module:fn",
+    help="The loss to train and measure with; auto picks from the output (and target) shape.",
+)  # fmt: skip
+@click.option(
+    "--causal", "causal_dim", type=int, metavar="DIM",
+    help="Check that position t along DIM (e.g. 1 for (B, T) tokens) ignores later positions.",
+)  # fmt: skip
+@click.option("--checks", "check_ids", metavar="ID,ID", help="Run only these checks.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+    show_default=True,
+)  # fmt: skip
+@click.option("--overfit-steps", type=click.IntRange(min=1), default=60, show_default=True,
+              help="Step budget of overfit-batch.")
+@click.option("--overfit-lr", type=click.FloatRange(min=0, min_open=True), default=1e-2,
+              show_default=True, help="Adam learning rate of overfit-batch.")
+@click.option("--export-budget", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds for torch.export plus the graph-break count.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and labels.")
+@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option(
+    "--config", "config_start", type=click.Path(path_type=Path), default=None,
+    help="Where to look for pyproject.toml (default: the current directory).",
+)  # fmt: skip
+@click.pass_context
+def doctor(
+    click_ctx: click.Context,
+    target: str,
+    inputs: tuple[str, ...],
+    target_spec: str | None,
+    loss: str,
+    causal_dim: int | None,
+    check_ids: str | None,
+    fmt: str,
+    overfit_steps: int,
+    overfit_lr: float,
+    export_budget: float,
+    seed: int,
+    init_kwargs: str | None,
+    device: str,
+    config_start: Path | None,
+) -> None:
+    """Run a model on a batch and check what an expert would check by hand.
+
+    \b
+    TARGET is path/to/file.py:Name, package.module:Name, zoo:NAME, or a model
+    named in [tool.torchwise.models.NAME]. Exit status 1 when a check fails.
+    \b
+      torchwise doctor zoo:resnet18 --input 'f32[8,3,64,64]'
+      torchwise doctor model.py:GPT --input 'i64[4,64]<512' --causal 1
+      torchwise doctor model.py:Net -i 'f32[8,20]' --loss mse --checks grad-flow,nan-inf
+    """
+    from torchwise.doctor import check
+    from torchwise.errors import ExitCode
+    from torchwise.target import make_inputs, parse_input_spec, resolve_target
+
+    selected = check_ids.split(",") if check_ids else None
+    resolved = resolve_target(
+        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device=device
+    )
+    args, kwargs = resolved.args, resolved.kwargs
+    if not inputs:
+        named = {n for spec in resolved.input_specs for n in spec.dim_names()}
+        sizes = {k: v for k, v in _DOCTOR_SIZES.items() if k in named}
+        if sizes:
+            args, kwargs = resolved.inputs_at(device=device, sizes=sizes)
+    labels = None
+    if target_spec:
+        (labels,), _ = make_inputs([parse_input_spec(target_spec)], device=device, seed=seed + 1)
+    report = check(
+        resolved.model,
+        args,
+        selected,
+        kwargs=kwargs,
+        loss=loss,
+        target=labels,
+        causal_dim=causal_dim,
+        overfit_steps=overfit_steps,
+        overfit_lr=overfit_lr,
+        export_budget_s=export_budget,
+        seed=seed,
+        name=resolved.name,
+    )
+    click.echo(report.render(fmt))
+    if not report.ok:
+        click_ctx.exit(ExitCode.FINDINGS)
