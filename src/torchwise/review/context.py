@@ -106,6 +106,7 @@ class Context:
         self.no_grad_depth = 0
         self.autocast: list[str] = []
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
+        self._call_names: dict[ast.Call, str | None] = {}
 
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
@@ -127,7 +128,13 @@ class Context:
         return None
 
     def call_name(self, call: ast.Call) -> str | None:
-        return self.qualname(call.func)
+        # Every rule with a visit_Call asks this of every call: resolve once,
+        # with the scopes as they are when the pass reaches the call.
+        try:
+            return self._call_names[call]
+        except KeyError:
+            name = self._call_names[call] = self.qualname(call.func)
+            return name
 
     @staticmethod
     def dotted(expr: ast.AST) -> str | None:
