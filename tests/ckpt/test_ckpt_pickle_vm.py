@@ -113,3 +113,23 @@ def test_error_keeps_what_ran_before_it() -> None:
         run_pickle(io.BytesIO(blob))
     [call] = info.value.partial.calls
     assert call.func.qualname == "posix.system" and call.args == ("ls",)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_data, st.integers(0, 5))
+def test_decoder_matches_genops(data: Any, protocol: int) -> None:
+    import pickletools
+
+    from torchwise.ckpt.opcodes import decode
+
+    blob = pickle.dumps(data, protocol=protocol)
+    expected = [(op.name, arg, pos) for op, arg, pos in pickletools.genops(blob)]
+    assert list(decode(io.BytesIO(blob), 0, rewind=False)) == expected
+
+
+def test_large_byte_strings_are_skipped_not_kept() -> None:
+    from torchwise.ckpt.opcodes import LARGE, SkippedBytes
+
+    blob = pickle.dumps({"raw": b"\x00" * (LARGE + 10), "after": 7}, protocol=4)
+    value = run_pickle(io.BytesIO(blob)).value
+    assert value["raw"] == SkippedBytes(LARGE + 10) and value["after"] == 7

@@ -7,6 +7,8 @@
 - :func:`convert`: to safetensors, only after a clean scan, verified tensor by tensor.
 """
 
+# Imported eagerly on purpose: ``scan`` and ``convert`` are also submodule names, and
+# importing a submodule later would otherwise rebind the package attribute to it.
 from torchwise.ckpt.contents import InspectResult, OptimizerSummary, TensorEntry, inspect
 from torchwise.ckpt.convert import ConvertResult, convert
 from torchwise.ckpt.scan import FileScan, Finding, ScanReport, scan

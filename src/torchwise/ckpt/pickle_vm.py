@@ -1,6 +1,7 @@
 """A symbolic pickle machine: rebuilds a pickle's object graph without running it.
 
-``pickletools.genops`` is a pure opcode parser. On top of it this module keeps
+:func:`torchwise.ckpt.opcodes.decode` parses opcodes exactly as
+``pickletools.genops`` does (only faster). On top of it this module keeps
 the unpickler's stack, mark stack and memo exactly as ``pickle.Unpickler`` does,
 but every opcode that would import or call something (``GLOBAL``,
 ``STACK_GLOBAL``, ``INST``, ``OBJ``, ``REDUCE``, ``NEWOBJ``, ``BUILD``,
@@ -15,10 +16,10 @@ Nothing here imports a module named by the pickle or calls anything from it.
 from __future__ import annotations
 
 import _compat_pickle
-import pickletools
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
+
+from torchwise.ckpt.opcodes import decode
 
 
 class PickleParseError(Exception):
@@ -169,8 +170,18 @@ class _Machine:
     def step(self, name: str, arg: Any, pos: int) -> bool:
         """Apply one opcode; returns True on STOP."""
         stack = self.stack
-        if name in _PUSH_ARG:
+        # The memo and push opcodes are most of a torch pickle: test them first.
+        if name in _PUT:
+            self.memo[int(arg)] = stack[-1]
+        elif name in _PUSH_ARG:
             stack.append(arg)
+        elif name in _GET:
+            key = int(arg)
+            if key not in self.memo:
+                raise PickleParseError(
+                    f"memo key {key} is read before it is written", pos, self.result
+                )
+            stack.append(self.memo[key])
         elif name in _CONSTANTS:
             stack.append(_CONSTANTS[name])
         elif name == "EMPTY_LIST":
@@ -191,17 +202,8 @@ class _Machine:
             self.pop_mark()
         elif name == "DUP":
             stack.append(stack[-1])
-        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            self.memo[int(arg)] = stack[-1]
         elif name == "MEMOIZE":
             self.memo[len(self.memo)] = stack[-1]
-        elif name in ("GET", "BINGET", "LONG_BINGET"):
-            key = int(arg)
-            if key not in self.memo:
-                raise PickleParseError(
-                    f"memo key {key} is read before it is written", pos, self.result
-                )
-            stack.append(self.memo[key])
         elif name in _TUPLE_N:
             n = _TUPLE_N[name]
             items = stack[len(stack) - n :] if n else []
@@ -360,25 +362,26 @@ _PUSH_ARG = {
     "FLOAT",
     "BINFLOAT",
 }
+_PUT = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_GET = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _CONSTANTS: dict[str, Any] = {"NONE": None, "NEWTRUE": True, "NEWFALSE": False}
 _TUPLE_N = {"EMPTY_TUPLE": 0, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
 
 
-def run_pickle(stream: IO[bytes], start: int = 0) -> PickleResult:
-    """Rebuild one pickle from ``stream`` (positioned at ``start``) symbolically.
+def run_pickle(stream: IO[bytes], start: int | None = None, rewind: bool = False) -> PickleResult:
+    """Rebuild one pickle from ``stream`` (at offset ``start``, default its tell()).
 
-    Reads exactly up to and including the STOP opcode. Raises
-    :class:`PickleParseError` on a malformed or truncated pickle.
+    Stops after the STOP opcode (``rewind`` seeks the stream back to just after it).
+    Raises :class:`PickleParseError` on a malformed or truncated pickle.
     """
-    machine = _Machine(start)
-    ops: Iterator[tuple[pickletools.OpcodeInfo, Any, int | None]] = pickletools.genops(stream)
-    pos = start
+    begin = stream.tell() if start is None else start
+    machine = _Machine(begin)
+    pos = begin
     try:
-        for opcode, arg, at in ops:
-            pos = at if at is not None else pos  # stream.tell(): offsets within the stream
+        for name, arg, pos in decode(stream, begin, rewind):
             machine.result.n_ops += 1
-            if machine.step(opcode.name, arg, pos):
-                machine.result.end = stream.tell()
+            if machine.step(name, arg, pos):
+                machine.result.end = pos + 1  # STOP is one byte
                 return machine.result
     except PickleParseError:
         raise

@@ -20,7 +20,7 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from torchwise.ckpt.pickle_vm import PickleParseError, PickleResult, run_pickle
 from torchwise.errors import TorchwiseError
@@ -156,7 +156,7 @@ def read_container(path: Path) -> Container:
             )
         else:
             container = Container(path, "pickle", file_size=size)
-            _read_stacked(container, io.BufferedReader(raw, buffer_size=1 << 16), size)
+            _read_stacked(container, cast(IO[bytes], raw), size)  # the decoder buffers reads
         container.read_ranges = raw.ranges
     return container
 
@@ -266,7 +266,7 @@ def _read_stacked(container: Container, stream: IO[bytes], size: int) -> None:
         start = stream.tell()
         name = f"pickle #{index + 1} at byte {start}"
         try:
-            result = run_pickle(stream, start)
+            result = run_pickle(stream, start, rewind=True)
         except PickleParseError as exc:
             if index == 0 and not exc.partial.n_ops > 1:
                 raise corrupt(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchwise import __version__
-from torchwise.ckpt.contents import InspectResult
-from torchwise.ckpt.scan import FileScan, ScanReport
+
+if TYPE_CHECKING:
+    from torchwise.ckpt.contents import InspectResult
+    from torchwise.ckpt.scan import FileScan, ScanReport
 
 #: SARIF rule id -> (name, default level, short description)
 SARIF_RULES: dict[str, tuple[str, str, str]] = {

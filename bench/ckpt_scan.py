@@ -1,0 +1,203 @@
+"""Checkpoint scanners compared in one run: detection and time.
+
+Builds a corpus of benign checkpoints and hostile ones (one per payload technique,
+each payload harmless: it would create a marker file), then runs over every file:
+
+- torchwise (``torchwise.ckpt.scan`` in-process, and the ``torchwise ckpt scan`` CLI)
+- picklescan (CLI, default and ``--strict``), modelscan (CLI), fickling (``--check-safety``)
+- ``torch.serialization.get_unsafe_globals_in_checkpoint`` (in-process)
+
+and prints a detection table (hostile caught, benign flagged, errors) with the
+median time per file, a per-technique matrix, and scan time against tensor
+payload size. ``--live`` first proves, in throwaway processes, that every hostile
+file really runs its payload when loaded.
+
+    python bench/ckpt_scan.py [--live] [--sizes 1,64,512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "ckpt"))
+
+import torch  # noqa: E402
+from ckpt_corpus import Hostile, build_benign, build_hostile  # noqa: E402
+
+from torchwise.ckpt import scan  # noqa: E402
+
+BIN = Path(sys.executable).parent
+FLAGGED, CLEAN, ERROR = "flagged", "clean", "error"
+Outcome = tuple[str, float]  # (flagged|clean|error, seconds)
+
+
+def _cli(argv: list[str], codes: dict[int, str]) -> Callable[[Path], Outcome]:
+    def run(path: Path) -> Outcome:
+        start = time.perf_counter()
+        proc = subprocess.run([*argv, str(path)], capture_output=True, cwd=path.parent)
+        return codes.get(proc.returncode, ERROR), time.perf_counter() - start
+
+    return run
+
+
+def _torchwise_api(path: Path) -> Outcome:
+    start = time.perf_counter()
+    verdicts = {f.verdict for f in scan(path).files}
+    took = time.perf_counter() - start
+    if "unsafe" in verdicts:
+        return FLAGGED, took
+    return (ERROR if "error" in verdicts else CLEAN), took
+
+
+def _torch_builtin(path: Path) -> Outcome:
+    start = time.perf_counter()
+    try:
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:
+        return ERROR, time.perf_counter() - start
+    return (FLAGGED if unsafe else CLEAN), time.perf_counter() - start
+
+
+# picklescan: 1 dangerous globals, 2 scan error. modelscan: 1 issues, 2 error, 3 no supported
+# files (nothing scanned: counted clean). fickling: 1 unsafe, other non-zero codes are errors.
+TOOLS: dict[str, Callable[[Path], Outcome]] = {
+    "torchwise (API)": _torchwise_api,
+    "torchwise (CLI)": _cli([str(BIN / "torchwise"), "ckpt", "scan"], {0: CLEAN, 1: FLAGGED}),
+    "picklescan": _cli([str(BIN / "picklescan"), "-p"], {0: CLEAN, 1: FLAGGED}),
+    "picklescan --strict": _cli(
+        [str(BIN / "picklescan"), "--strict", "-p"], {0: CLEAN, 1: FLAGGED}
+    ),
+    "modelscan": _cli([str(BIN / "modelscan"), "-p"], {0: CLEAN, 1: FLAGGED, 3: CLEAN}),
+    "fickling": _cli([str(BIN / "fickling"), "--check-safety"], {0: CLEAN, 1: FLAGGED}),
+    "torch get_unsafe_globals": _torch_builtin,
+}
+
+
+def _files(path: Path) -> list[Path]:
+    """A sharded checkpoint is judged shard by shard (not every tool takes a directory)."""
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".bin", ".safetensors"))
+    return [path]
+
+
+def _judge(tool: Callable[[Path], Outcome], path: Path) -> Outcome:
+    outcomes = [tool(p) for p in _files(path)]
+    kinds = {o for o, _ in outcomes}
+    worst = FLAGGED if FLAGGED in kinds else ERROR if ERROR in kinds else CLEAN
+    return worst, sum(t for _, t in outcomes)
+
+
+def _live_check(hostile: list[Hostile], marker: Path) -> None:
+    """Load every hostile file the way a victim would, in a child process."""
+    print("## payloads are live (each loaded in a throwaway process)\n")
+    live = 0
+    for case in hostile:
+        if case.trigger == "torch.load":
+            code = f"import torch; torch.load({str(case.path)!r}, weights_only=False)"
+        elif case.trigger == "pickle.load":
+            code = f"import pickle; pickle.load(open({str(case.path)!r}, 'rb'))"
+        else:
+            member = case.trigger.split(":", 1)[1]
+            code = (
+                "import io, pickle, zipfile, torch\n"
+                f"d = zipfile.ZipFile({str(case.path)!r}).read({member!r})\n"
+                "torch.load(io.BytesIO(d), weights_only=False) if d[:2] == b'PK' "
+                "else pickle.loads(d)"
+            )
+        subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=marker.parent)
+        live += marker.exists()
+        print(f"- {case.technique}: {'runs' if marker.exists() else 'DID NOT RUN'}")
+        marker.unlink(missing_ok=True)
+    print(f"\n{live}/{len(hostile)} payloads run when loaded.\n")
+
+
+def _detection(hostile: list[Hostile], benign: dict[str, Path]) -> None:
+    results: dict[str, dict[str, Outcome]] = {name: {} for name in TOOLS}
+    for name, tool in TOOLS.items():
+        tool(benign["state dict"])  # warm-up: imports, page cache
+        for case in hostile:
+            results[name][case.technique] = _judge(tool, case.path)
+        for kind, path in benign.items():
+            results[name][f"benign: {kind}"] = _judge(tool, path)
+    n_h, n_b = len(hostile), len(benign)
+    print(f"## detection: {n_h} hostile files, {n_b} benign checkpoints\n")
+    print("| tool | hostile caught | missed | errors on hostile | benign flagged (FP) "
+          "| errors on benign | median time / file |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    medians = {n: statistics.median(t for _, t in per.values()) for n, per in results.items()}
+    for name, per_file in results.items():
+        h = [per_file[c.technique][0] for c in hostile]
+        b = [per_file[f"benign: {k}"][0] for k in benign]
+        # Ratios compare like with like: CLIs (process start included) with torchwise's CLI,
+        # in-process calls with torchwise's API.
+        in_process = name in ("torchwise (API)", "torch get_unsafe_globals")
+        base = "torchwise (API)" if in_process else "torchwise (CLI)"
+        ratio = "" if name == base else f" ({medians[name] / medians[base]:.1f}x torchwise)"
+        print(
+            f"| {name} | {h.count(FLAGGED)}/{n_h} | {h.count(CLEAN)} | {h.count(ERROR)} "
+            f"| {b.count(FLAGGED)}/{n_b} | {b.count(ERROR)} | {_ms(medians[name])}{ratio} |"
+        )
+    print("\n## per technique (F flagged, . missed, E error)\n")
+    names = list(TOOLS)
+    print("| technique | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    mark = {FLAGGED: "F", CLEAN: ".", ERROR: "E"}
+    for label in [c.technique for c in hostile] + [f"benign: {k}" for k in benign]:
+        row = " | ".join(mark[results[n][label][0]] for n in names)
+        print(f"| {label} | {row} |")
+    print()
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms" if seconds < 0.01 else f"{seconds * 1000:.0f} ms"
+
+
+def _size_independence(root: Path, sizes: list[float]) -> None:
+    print("## scan time against tensor payload size (median of 5 runs)\n")
+    tools = ["torchwise (API)", "torchwise (CLI)", "picklescan", "modelscan",
+             "torch get_unsafe_globals"]  # fmt: skip
+    print("| payload | file size | " + " | ".join(tools) + " |")
+    print("|---" * (len(tools) + 2) + "|")
+    for mib in sizes:
+        folder = root / f"size_{mib:g}"
+        path = build_benign(folder, payload_mib=mib)["state dict"]
+        cells = []
+        for name in tools:
+            times = [TOOLS[name](path)[1] for _ in range(5)]
+            cells.append(_ms(statistics.median(times)))
+        print(
+            f"| {mib:g} MiB | {path.stat().st_size / 2**20:.1f} MiB | " + " | ".join(cells) + " |"
+        )
+        shutil.rmtree(folder)
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--live", action="store_true", help="prove each payload runs when loaded")
+    parser.add_argument("--sizes", default="1,64,512", help="tensor payload sizes in MiB")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
+        root = Path(tmp)
+        marker = root / "PAYLOAD_RAN"
+        hostile = build_hostile(root / "hostile", marker)
+        benign = build_benign(root / "benign")
+        print(f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
+        if args.live:
+            _live_check(hostile, marker)
+        _detection(hostile, benign)
+        assert not marker.exists(), "a scanner ran a payload"
+        _size_independence(root, [float(s) for s in args.sizes.split(",")])
+
+
+if __name__ == "__main__":
+    main()
