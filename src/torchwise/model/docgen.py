@@ -94,7 +94,11 @@ def document(
 def flop_scaling(
     model: torch.nn.Module, rt: ResolvedTarget, shapes: docshapes.SymbolicShapes, base: int
 ) -> dict[str, float]:
-    """FLOPs exponent per size symbol: log2(FLOPs at 2x the symbol / FLOPs at 1x)."""
+    """FLOPs exponent per size symbol, from one more summary at another accepted size.
+
+    ``log(FLOPs(n') / FLOPs(n)) / log(n' / n)`` with ``n'`` the first size the
+    shape experiments ran (2x, or 1/2 when a maximum length forbids growing).
+    """
     from torchwise.model import summarize
     from torchwise.target import make_inputs
 
@@ -102,10 +106,15 @@ def flop_scaling(
     if base <= 0:
         return exponents
     for symbol, group in shapes.groups.items():
-        specs = docshapes.resize(rt.input_specs, dict.fromkeys(group, 2 * shapes.symbols[symbol]))
+        size, run = shapes.symbols[symbol], shapes.sizes_run[symbol]
+        other = 2 * size if 2 * size in run else run[-1]  # 2x, else the half
+        if size == 0 or other == size:
+            continue
+        specs = docshapes.resize(rt.input_specs, dict.fromkeys(group, other))
         args, kwargs = make_inputs(specs, device=shapes.device)
-        doubled = summarize(model, args, kwargs, device=shapes.device, estimate_training=False)
-        exponents[symbol] = math.log2(max(doubled.flops_forward, 1) / base)
+        scaled = summarize(model, args, kwargs, device=shapes.device, estimate_training=False)
+        ratio = max(scaled.flops_forward, 1) / base
+        exponents[symbol] = math.log(ratio) / math.log(other / size)
     return exponents
 
 
@@ -281,9 +290,12 @@ def shape_section(shapes: docshapes.SymbolicShapes) -> list[str]:
         label = "Output" if leaf.path == "output" else f"Output ``out{leaf.path}``"
         lines.append(f"- {label}: ``{leaf.shape_text()}``, {leaf.dtype}")
     if shapes.symbols:
-        names = ", ".join(f"{s}={v}" for s, v in shapes.symbols.items())
-        lines += ["", f"Sizes named here may vary (measured at {names}, 2x and 3x);"]
-        lines.append("numbers are fixed by the model.")
+        runs = shapes.sizes_run
+        names = "; ".join(
+            f"{s}={v} (also {', '.join(map(str, runs.get(s, [])))})"
+            for s, v in shapes.symbols.items()
+        )
+        lines += ["", f"Named sizes may vary, numbers are fixed. Measured at {names}."]
     else:
         lines += ["", "Every size is fixed: other sizes fail in forward."]
     lines += [f"Note: {note}." for note in shapes.notes]
@@ -307,7 +319,7 @@ def complexity_section(doc: ModelDoc) -> list[str]:
     )
     if doc.scaling:
         terms = " * ".join(f"{k}^{fmt_exponent(v)}" for k, v in doc.scaling.items())
-        lines.append(f"Scaling (measured at 2x each size): FLOPs ~ {terms}.")
+        lines.append(f"Scaling (measured at another size of each): FLOPs ~ {terms}.")
     lines.append(f"Peak forward activations: {fmt_bytes(s.peak_activation_bytes)}.")
     if s.training is not None:
         lines.append(f"Training step with Adam: ~{fmt_bytes(s.training.total('adam'))}.")

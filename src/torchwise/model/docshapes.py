@@ -53,6 +53,8 @@ class SymbolicShapes:
     symbols: dict[str, int] = field(default_factory=dict)
     #: how each symbol was varied, for FLOP scaling: symbol -> dims scaled together
     groups: dict[str, list[DimKey]] = field(default_factory=dict)
+    #: symbol -> the other sizes the forward accepted (2x and 3x, or 1/2 and 1/4)
+    sizes_run: dict[str, list[int]] = field(default_factory=dict)
     device: str = "meta"
     notes: list[str] = field(default_factory=list)
 
@@ -244,6 +246,7 @@ def _assemble(
             unique, n = f"{name}_{n}", n + 1
         result.symbols[unique] = spec.dims[d].size
         result.groups[unique] = group
+        result.sizes_run[unique] = sorted(set(runs[len(result.groups) - 1]) - {spec.dims[d].size})
         symbol_of.update(dict.fromkeys(group, unique))
     for key, spec in leaves.items():
         index, keys = key
