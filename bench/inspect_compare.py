@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -60,6 +64,21 @@ def quiet(fn: Callable[[], Any]) -> Callable[[], Any]:
                 return fn()
 
     return run
+
+
+def cli_run(name: str) -> tuple[float, int, tuple[int, int]]:
+    """The whole CLI in a fresh process (import, build, both passes): time and peak RSS."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "torchwise", "inspect", f"zoo:{name}", "--format", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    data = json.loads(done.stdout)
+    # ru_maxrss of children is the max over all children so far: run these first.
+    return seconds, max(rss_kib, before) * 1024, (data["total_params"], data["macs_forward"])
 
 
 def tool_torchwise(name: str, inputs: list[str]) -> Callable[[], tuple[int, int]]:
@@ -145,11 +164,11 @@ def main() -> None:
         published_macs = fmt(macs_pub, None) if macs_pub else "-"
         print(f"| **{name}** | published | {params_pub:,} | {published_macs} | |")
         if name in META_ONLY:
-            seconds, (params, macs) = median_time(tool_torchwise(name, inputs), 1)
+            seconds, rss, (params, macs) = cli_run(name)
             gib = params_pub * 4 / 2**30
             cells = [fmt(params, params_pub, count=True), fmt(macs, macs_pub)]
-            cells.append(f"{seconds:.1f} s (no bare forward: {gib:.0f} GiB of weights)")
-            print("| | torchwise (meta) | " + " | ".join(cells) + " |")
+            cells.append(f"{seconds:.1f} s, {rss / 2**20:.0f} MiB RSS (weights: {gib:.0f} GiB)")
+            print("| | `torchwise inspect` CLI (meta) | " + " | ".join(cells) + " |")
             continue
         target = resolve_target(f"zoo:{name}", inputs=inputs, device="cpu")
         model, args, kwargs = target.model.eval(), target.args, target.kwargs
@@ -168,11 +187,8 @@ def main() -> None:
         for tool, run in rows.items():
             try:
                 seconds, (params, macs) = median_time(quiet(run), options.repeat)
-                cells = [
-                    fmt(params, params_pub, count=True),
-                    fmt(macs, macs_pub),
-                    f"{seconds / base:.2f}x",
-                ]
+                ratio = f"{seconds / base:.2f}x" if isinstance(macs, (int, float)) else "-"
+                cells = [fmt(params, params_pub, count=True), fmt(macs, macs_pub), ratio]
             except Exception as exc:  # a peer failing is a result, not a crash
                 cells = ["failed", f"{type(exc).__name__}", "-"]
             print(f"| | {tool} | " + " | ".join(cells) + " |")

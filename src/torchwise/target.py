@@ -540,7 +540,7 @@ def resolve_target(
                 f"(one of {', '.join(zoo.names())}) or a configured model name",
             )
         entry_cfg = models[target]
-        ref = entry_cfg.get("target")
+        ref = entry_cfg.get("target") if isinstance(entry_cfg, dict) else None
         if not isinstance(ref, str) or ":" not in ref:
             raise TorchwiseError(f"[tool.torchwise.models.{target}] needs target = 'file.py:Name'")
         if ref.startswith("zoo:"):

@@ -127,6 +127,22 @@ def test_meta_failure_falls_back_to_cpu_and_says_so() -> None:
     assert any("meta-device forward failed" in note for note in summary.notes)
 
 
+def test_cpu_constants_in_forward_fall_back_to_fake_tensors() -> None:
+    class CpuConstant(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) * torch.ones(4)  # a CPU tensor: meta cannot mix it in
+
+    model = CpuConstant().to("meta")  # shape-only weights: no real fallback exists
+    summary = summarize(model, (torch.randn(2, 4),), estimate_training=False)
+    assert summary.device_used == "cpu (fake tensors)" and summary.macs_forward == 2 * 4 * 4
+    assert summary.unsupported_ops == {}
+    assert any("measured with fake tensors" in note for note in summary.notes)
+
+
 def test_forward_error_names_submodule_and_shapes() -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.Sequential(nn.Linear(7, 2)))
     with pytest.raises(TorchwiseError) as info:

@@ -164,22 +164,44 @@ def _run(
     backward: bool,
     notes: list[str],
 ) -> TraceResult:
+    if device == "cpu (fake tensors)":
+        return trace(model, args, kwargs, device=torch.device("meta"), train=train,
+                     backward=backward, fake=True)  # fmt: skip
     dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise TorchwiseError(
+            "--device cuda: no CUDA device is available here", hint="use meta or cpu"
+        )
     try:
         return trace(model, args, kwargs, device=dev, train=train, backward=backward)
     except ForwardError as exc:
-        real = all(p.device.type != "meta" for p in model.parameters())
-        if dev.type != "meta" or not real:
+        if dev.type != "meta":
             raise
-        meta_error = exc
-    # Some forwards cannot run on meta (data-dependent control flow, .item(), ops
-    # without meta kernels): measure with real tensors instead, and say so. If the
-    # real run fails too, its error (CPU kernels explain shape errors better) is shown.
+        reason = _reason(exc)
+    # Some forwards cannot run on meta. Fake tensors that claim to be on the CPU
+    # cover code that creates CPU tensors or checks devices; data-dependent code
+    # (.item(), control flow on values) needs real tensors. Each fallback is noted.
+    try:
+        result = trace(model, args, kwargs, device=dev, train=train, backward=backward, fake=True)
+    except ForwardError as exc:
+        if not all(p.device.type != "meta" for p in model.parameters()):
+            raise  # shape-only weights: nothing real to fall back to
+        fake_reason = _reason(exc)
+    else:
+        notes.append(f"the meta-device forward failed ({reason}); measured with fake tensors")
+        return result
+    # If the real run fails too, its error (CPU kernels explain shape errors best) shows.
     result = trace(model, args, kwargs, device=torch.device("cpu"), train=train, backward=backward)
-    cause = meta_error.__cause__
-    reason = traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else ""
-    notes.append(f"the meta-device forward failed ({reason}); measured with a real CPU forward")
+    notes.append(
+        f"the meta-device forward failed ({reason}) and so did fake tensors ({fake_reason}); "
+        "measured with a real CPU forward"
+    )
     return result
+
+
+def _reason(error: ForwardError) -> str:
+    cause = error.__cause__
+    return traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else str(error)
 
 
 def summarize(

@@ -14,6 +14,7 @@ forward pre/post hooks maintain.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import traceback
 from collections import Counter
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -78,11 +80,21 @@ def _fmt_shapes(values: Any) -> str:
     return ", ".join(parts) or "no tensors"
 
 
-def private_copy(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """A copy of ``model`` on ``device`` that shares no mutable state with it."""
+def _fake(mode: FakeTensorMode, tensor: torch.Tensor) -> torch.Tensor:
+    # A fake tensor claims a CPU device but is backed by meta: shape-only, yet code
+    # that checks `x.device` or creates CPU constants in forward runs as on a CPU.
+    return FakeTensor(mode, torch.empty_like(tensor, device="meta"), torch.device("cpu"))
+
+
+def private_copy(
+    model: torch.nn.Module, device: torch.device, fake: FakeTensorMode | None = None
+) -> torch.nn.Module:
+    """A copy of ``model`` on ``device`` (or fake CPU tensors) sharing no mutable state."""
     memo: dict[int, Any] = {}
     for param in model.parameters():
-        if device.type == "meta":
+        if fake is not None:
+            data = _fake(fake, param)
+        elif device.type == "meta":
             data = torch.empty_like(param, device="meta")
         elif param.device.type == "meta":
             # Shape-only weights: materialise uninitialised memory, counts stay exact.
@@ -91,7 +103,9 @@ def private_copy(model: torch.nn.Module, device: torch.device) -> torch.nn.Modul
             data = param.detach().to(device)  # no copy when already on device
         memo[id(param)] = torch.nn.Parameter(data, requires_grad=param.requires_grad)
     for buffer in model.buffers():
-        if device.type == "meta" or buffer.device.type == "meta":
+        if fake is not None:
+            memo[id(buffer)] = _fake(fake, buffer)
+        elif device.type == "meta" or buffer.device.type == "meta":
             memo[id(buffer)] = torch.empty_like(buffer, device=device)
         else:
             # Buffers change in forward (BatchNorm running stats): always a real copy.
@@ -107,12 +121,14 @@ def private_copy(model: torch.nn.Module, device: torch.device) -> torch.nn.Modul
         ) from None
 
 
-def to_device(values: Any, device: torch.device) -> Any:
+def to_device(values: Any, device: torch.device, fake: FakeTensorMode | None = None) -> Any:
     """Move every tensor in a nested structure to ``device`` (meta: shape only)."""
 
     def move(value: Any) -> Any:
         if not isinstance(value, torch.Tensor):
             return value
+        if fake is not None:
+            return _fake(fake, value)
         if device.type == "meta":
             return torch.empty_like(value, device="meta")
         if value.device.type == "meta":
@@ -172,17 +188,21 @@ def trace(
     device: torch.device,
     train: bool,
     backward: bool = False,
+    fake: bool = False,
 ) -> TraceResult:
     """Run ``model`` once on a private copy and measure shapes, FLOPs and memory.
 
     ``train`` runs in training mode with autograd recording (so saved activations
     are measured); otherwise eval mode under ``no_grad`` (inference, which also
     exercises fused inference kernels). ``backward`` additionally counts the
-    FLOPs of ``sum(outputs).backward()``.
+    FLOPs of ``sum(outputs).backward()``. ``fake`` runs on FakeTensorMode tensors
+    that claim to be on the CPU (for forwards that create CPU tensors or check
+    devices, which meta cannot run).
     """
-    work = private_copy(model, device)
+    fake_mode = FakeTensorMode() if fake else None
+    work = private_copy(model, device, fake_mode)
     work.train(train)
-    args, kwargs = to_device((args, kwargs), device)
+    args, kwargs = to_device((args, kwargs), device, fake_mode)
     stack: list[str] = []
     records: dict[str, ModuleRecord] = {}
     call_inputs: dict[str, Any] = {}
@@ -221,8 +241,10 @@ def trace(
     live = LiveBytes(existing)
     mode = _Measure(stack, records, live)
     grad = torch.enable_grad() if train else torch.no_grad()
+    outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     try:
-        with grad, mode:
+        # The measuring mode is entered last, so it sees each op before the fake mode.
+        with grad, outer, mode:
             output = work(*args, **kwargs)
     except TorchwiseError:
         raise
@@ -241,7 +263,7 @@ def trace(
         loss = _loss(output)
         if loss is not None:
             back = _Measure([], records, LiveBytes())
-            with back:
+            with outer, back:
                 loss.backward()  # type: ignore[no-untyped-call]
             flops_backward = back.flops
             mode.unsupported.update(back.unsupported)
@@ -255,5 +277,5 @@ def trace(
         saved_activation_bytes=saved,
         output_shapes=[tuple(t.shape) for t in leaves],
         output_dtypes=[str(t.dtype).removeprefix("torch.") for t in leaves],
-        device=str(device),
+        device="cpu (fake tensors)" if fake else str(device),
     )
