@@ -75,12 +75,17 @@ class _TensorNames:
         elif _LOSS_NAME.search(node.name) and not _NOT_LOSS.match(node.name):
             role = "loss"
         frame = _Frame(role)
+        self.frames.append(frame)
+        if role is None:
+            return  # names are followed only in forward and loss functions
         args = node.args
-        defaults: list[ast.expr | None] = [None] * (len(args.args) - len(args.defaults))
+        positional = [*args.posonlyargs, *args.args]
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
         defaults += args.defaults
-        params = list(zip(args.args, defaults, strict=True)) + list(
-            zip(args.kwonlyargs, args.kw_defaults, strict=True)
-        )
+        params = [
+            *zip(positional, defaults, strict=True),
+            *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+        ]
         for arg, default in params:
             if arg.arg in {"self", "cls"}:
                 continue
@@ -91,7 +96,6 @@ class _TensorNames:
                 # Inputs of forward are usually tensors; a loss function's may
                 # be NumPy arrays (reference implementations), so only annotations count.
                 frame.inputs.add(arg.arg)
-        self.frames.append(frame)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
