@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import doctest
 import importlib.machinery
-import inspect
 import io
 import os
 import sys
@@ -242,10 +241,3 @@ def _is_project_module(module: Any, known_path: list[str]) -> bool:
         return False
     roots = [Path(p).resolve() for p in known_path if p]
     return not any(Path(source).resolve().is_relative_to(root) for root in roots)
-
-
-def source_of(obj: Any) -> str:
-    try:
-        return inspect.getsource(obj)
-    except (OSError, TypeError):
-        return ""

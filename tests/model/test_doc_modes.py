@@ -1,0 +1,57 @@
+"""What differs between train() and eval(), and the generated Attributes/Args entries."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from torchwise.model.docgen import attribute_entries, init_entries
+from torchwise.model.docmodes import mode_differences
+from torchwise.model.docstrings import GenEntry
+
+
+class Noisy(nn.Module):
+    """Mentions self.training in its docstring only: that is not a branch."""
+
+    def __init__(self, dim: int = 4, *, scale: float = 0.5, act: type = nn.ReLU) -> None:
+        super().__init__()
+        self.cls_token = nn.Parameter(torch.zeros(1, dim))
+        self.register_buffer("steps", torch.zeros(3, dtype=torch.int64))
+        self.norm = nn.BatchNorm1d(dim)
+        self.off = nn.Dropout(0.0)  # p=0: no difference at all
+        self.lstm = nn.LSTM(dim, dim, num_layers=2, dropout=0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.cls_token)
+
+
+class Branchy(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if self.training else x
+
+
+def test_mode_differences_name_the_modules_and_ignore_prose_and_p0() -> None:
+    lines = mode_differences(Noisy())
+    text = "\n".join(lines)
+    assert "Normalisation (``norm``)" in text
+    assert "Recurrent dropout (``lstm``)" in text
+    assert "off" not in text and "Custom code" not in text
+    assert mode_differences(Branchy()) == [
+        "- Custom code (``Branchy``): ``forward`` branches on ``self.training``."
+    ]
+    assert mode_differences(nn.Linear(2, 2))[0].startswith("Identical")
+
+
+def test_entries_from_the_signature_and_the_module_tree() -> None:
+    assert init_entries(Noisy) == [
+        GenEntry("dim", "int, default=4"),
+        GenEntry("scale", "float, default=0.5"),
+        GenEntry("act", "type, default=ReLU"),
+    ]
+    entries = {e.name: e.type for e in attribute_entries(Noisy())}
+    assert entries["cls_token"] == "Parameter[float32, (1, 4)]"
+    assert entries["steps"] == "buffer[int64, (3,)]"
+    # 2 layers x (4 gates x 4 hidden x (4 in + 4 hidden) + 2 biases x 16) = 2 x 160
+    assert entries["lstm"] == "LSTM(4, 4, num_layers=2, dropout=0.2), 320 params"
+    # a repr that would push the line past ~100 columns is shortened to the type
+    assert entries["norm"] == "BatchNorm1d, 8 params"
