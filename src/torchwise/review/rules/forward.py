@@ -1,12 +1,12 @@
 """nn.Module definitions (TW12x-TW14x), continued: what ``forward`` does.
 
 ``forward`` (and loss functions) run under autograd on whatever device the
-model was moved to, every step. These rules flag what breaks the graph, skips
-hooks, lands on the wrong device, or ignores ``self.training``.
+model was moved to, every step. These rules flag what skips hooks, leaves
+autograd, or lands on the wrong device.
 
-To tell tensors from other values without types, each rule that needs it
-follows a function's tensor-valued local names: parameters annotated
-``Tensor``, and names assigned from torch functions, submodule calls
+To tell tensors from other values without types, a rule that needs it follows
+a function's tensor-valued local names (:class:`TensorNames`): parameters
+annotated ``Tensor``, and names assigned from torch functions, submodule calls
 (``self.proj(x)``) and tensor methods of those.
 """
 
@@ -23,14 +23,13 @@ from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._tensors import (
     MOVES,
     TENSOR_METHODS,
-    chained_method,
     factory,
-    move_into_factory,
-    move_target,
     passes_device,
     produces_tensor,
 )
-from torchwise.review.rules._util import add_keyword, has_kwargs_splat, is_true, keyword
+from torchwise.review.rules._util import (
+    keyword,
+)
 from torchwise.review.rules.modules import creates_module, is_module_class, self_attribute
 
 _LOSS_NAME = re.compile(
@@ -50,7 +49,7 @@ def _is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
-class _TensorNames:
+class TensorNames:
     """Mixin: follows tensor-valued names inside forward and loss functions."""
 
     frames: list[_Frame]
@@ -142,6 +141,19 @@ class _TensorNames:
             expr = func.value
 
 
+def param_like(expr: ast.expr) -> bool:
+    """``self.weight``, ``self.conv.bias``, ``self.in_proj_weight``."""
+    if not isinstance(expr, ast.Attribute):
+        return False
+    name = expr.attr
+    if name not in {"weight", "bias"} and not name.endswith(("_weight", "_bias")):
+        return False
+    root: ast.expr = expr
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id == "self"
+
+
 @rule
 class ForwardCalledDirectly(Rule):
     """## What it does
@@ -219,7 +231,7 @@ _SCALARS = {"item", "tolist"}
 
 
 @rule
-class NumpyInForward(_TensorNames, Rule):
+class NumpyInForward(TensorNames, Rule):
     """## What it does
     Inside `forward` or a loss function, flags `.numpy()`, NumPy functions
     applied to tensors (`np.exp(x)`), and `.item()`/`.tolist()` whose Python
@@ -290,7 +302,7 @@ class NumpyInForward(_TensorNames, Rule):
             if receiver.func.attr not in TENSOR_METHODS:
                 break
             receiver = receiver.func.value
-        return _param_like(receiver) or self.is_tensor(ctx, receiver)
+        return param_like(receiver) or self.is_tensor(ctx, receiver)
 
     def _feeds_tensor_math(self, ctx: Context, node: ast.Call, role: str) -> bool:
         parents = ctx.parents
@@ -307,455 +319,11 @@ class NumpyInForward(_TensorNames, Rule):
         return isinstance(parent, ast.Return) and role == "loss"
 
 
-@rule
-class RequiresGradThenMoved(Rule):
-    """## What it does
-    Flags a tensor created with `requires_grad=True` and then moved or
-    converted (`.to(device)`, `.cuda()`, `.double()`), chained on the creation
-    call or by reassigning the name (`w = w.to(device)`).
-
-    ## Why is this bad?
-    The move is an autograd operation: its result is a *non-leaf* tensor, so
-    after `backward()` its `.grad` stays `None` (the gradient lands on the
-    unreachable CPU original), and an optimizer given it never updates it.
-
-    ## Example
-    ```python
-    import torch
-
-    w = torch.randn(10, 10, requires_grad=True).to(device)
-    ```
-
-    ## Use instead
-    ```python
-    import torch
-
-    w = torch.randn(10, 10, device=device, requires_grad=True)
-    ```
-
-    ## Fix safety
-    Unsafe: creating the tensor on the device makes it the leaf you meant, but
-    random factories draw different numbers on another device's generator.
-    """
-
-    code = "TW126"
-    name = "requires-grad-then-moved"
-    family = "modules"
-    severity = Severity.ERROR
-    message = "`.{move}()` makes this `requires_grad` tensor a non-leaf: its `.grad` stays None"
-    fix = Applicability.UNSAFE
-
-    def __init__(self) -> None:
-        self.leaves: list[set[str]] = [set()]  # per function: names holding such tensors
-
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> None:
-        self.leaves.append(set())
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
-        self.leaves.pop()
-
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        value, leaves = node.value, self.leaves[-1]
-        names = [dotted for t in node.targets if (dotted := ctx.dotted(t)) is not None]
-        if isinstance(value, ast.Call) and _grad_factory(ctx, value):
-            leaves.update(names)
-            return
-        # `w = w.to(device)`: the name now holds the non-leaf copy.
-        func = value.func if isinstance(value, ast.Call) else None
-        if isinstance(value, ast.Call) and isinstance(func, ast.Attribute) and func.attr in MOVES:
-            moved = ctx.dotted(func.value)
-            if moved in leaves and moved in names and _not_to_cpu(value):
-                ctx.report(self, value, move=func.attr)
-        leaves.difference_update(names)
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not _grad_factory(ctx, node):
-            return
-        move = chained_method(ctx, node)
-        if move is None or not isinstance(move.func, ast.Attribute) or move.func.attr not in MOVES:
-            return
-        if not _not_to_cpu(move):
-            return
-        parents = ctx.parents
-        wrapper = parents[-3] if len(parents) >= 3 else None
-        if isinstance(wrapper, ast.Call) and creates_module(ctx, wrapper) == "parameter":
-            return  # nn.Parameter(...) makes a new leaf
-        device = move_target(ctx, move)
-        fix = None
-        if device is not None:
-            fix = move_into_factory(ctx, node, move, device, Applicability.UNSAFE)
-        ctx.report(self, move, fix=fix, move=move.func.attr)
-
-
-def _grad_factory(ctx: Context, call: ast.Call) -> bool:
-    return factory(ctx, call) is not None and is_true(
-        getattr(keyword(call, "requires_grad"), "value", None)
-    )
-
-
-def _not_to_cpu(move: ast.Call) -> bool:
-    """``.to("cpu")``/``.cpu()`` on a CPU tensor returns the tensor itself."""
-    assert isinstance(move.func, ast.Attribute)
-    if move.func.attr == "cpu":
-        return False
-    first = move.args[0] if move.args else getattr(keyword(move, "device"), "value", None)
-    return not (isinstance(first, ast.Constant) and first.value == "cpu")
-
-
-def _int(node: ast.expr) -> int | None:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _int(node.operand)
-        return None if value is None else -value
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
-
-
-def _permutation(expr: ast.expr) -> list[int] | None:
-    """``[0, 2, 1, 3]`` for ``x.permute(0, 2, 1, 3)`` (literal dims), else None."""
-    if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
-        return None
-    args = expr.args
-    if expr.func.attr != "permute" or expr.keywords or not args:
-        return None
-    items = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
-    dims = [_int(item) for item in items]
-    rank = len(dims)
-    if rank < 2 or any(dim is None for dim in dims):
-        return None
-    perm = [dim % rank for dim in dims if dim is not None]
-    return perm if sorted(perm) == list(range(rank)) else None
-
-
-def _factors(node: ast.expr) -> int:
-    """How many dimensions a ``view`` size stands for: 2 for ``h * d``."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return _factors(node.left) + _factors(node.right)
-    return 1
-
-
-def _view_fails(perm: list[int], args: list[ast.expr]) -> bool:
-    """Whether ``view(*args)`` must merge dimensions the permutation moved apart.
-
-    Splitting a dimension works on any strides; merging needs the merged
-    dimensions consecutive in the original (contiguous) order. The rank is the
-    permutation's length, so the merges can be read from the sizes: ``h * d``
-    stands for two dimensions, one ``-1`` for whatever is left, a single size
-    for all of them. Sizes that do not add up to the rank say nothing.
-    """
-    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
-        args = list(args[0].elts)
-    if not args or any(isinstance(arg, ast.Starred) for arg in args):
-        return False
-    rank = len(perm)
-    if len(args) == 1:  # flatten; a single name may be a dtype (x.view(torch.int8))
-        if _int(args[0]) is None and not isinstance(args[0], ast.BinOp):
-            return False
-        sizes = [rank]
-    else:
-        counted = [None if _int(arg) == -1 else _factors(arg) for arg in args]
-        known = sum(size or 0 for size in counted)
-        if counted.count(None) > 1 or (None in counted and known >= rank):
-            return False
-        sizes = [rank - known if size is None else size for size in counted]
-    if sum(sizes) != rank:
-        return False
-    position = 0
-    for size in sizes:
-        group = perm[position : position + size]
-        if group != list(range(group[0], group[0] + size)):
-            return True
-        position += size
-    return False
-
-
-@rule
-class ViewAfterPermute(Rule):
-    """## What it does
-    Flags `.view(...)` applied directly to `.permute(...)` when the sizes it is
-    given merge dimensions that the permutation moved apart
-    (`x.permute(0, 2, 1, 3).view(b, t, -1)`, `.view(b, t, h * d)`,
-    `.view(-1)`). Views that only split dimensions work and are not flagged,
-    nor are views after `.transpose()` or `.t()`, whose rank (and so whether
-    a merge happens) cannot be read from the source.
-
-    ## Why is this bad?
-    The permuted tensor is not contiguous, and `view` cannot merge dimensions
-    whose strides no longer line up: it raises `RuntimeError: view size is not
-    compatible with input tensor's size and stride` (unless the merged sizes
-    happen to be 1, or the input had an unusual memory format).
-
-    ## Example
-    ```python
-    out = attn.permute(0, 2, 1, 3).view(batch, seq, heads * dim)
-    ```
-
-    ## Use instead
-    ```python
-    out = attn.permute(0, 2, 1, 3).reshape(batch, seq, heads * dim)
-    ```
-
-    ## Fix safety
-    Safe: `reshape` returns a view whenever `view` would have succeeded, and
-    copies only where `view` raises.
-    """
-
-    code = "TW129"
-    name = "view-after-permute"
-    family = "modules"
-    severity = Severity.WARNING
-    message = "`.view()` merges dimensions `.permute()` made non-contiguous: use `.reshape()`"
-    fix = Applicability.SAFE
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr != "view" or node.keywords:
-            return
-        perm = _permutation(func.value)
-        if perm is None or not _view_fails(perm, node.args):
-            return
-        end = ctx.span(func)[1]
-        fix = Fix("Use `.reshape()`", (Edit(end - len("view"), end, "reshape"),))
-        ctx.report(self, node, fix=fix)
-
-
-def _writes_data(statement: ast.Assign) -> bool:
-    for target in statement.targets:
-        while isinstance(target, ast.Subscript):
-            target = target.value
-        if isinstance(target, ast.Attribute) and target.attr == "data":
-            return True
-    return False
-
-
-def _param_like(expr: ast.expr) -> bool:
-    """``self.weight``, ``self.conv.bias``, ``self.in_proj_weight``."""
-    if not isinstance(expr, ast.Attribute):
-        return False
-    name = expr.attr
-    if name not in {"weight", "bias"} and not name.endswith(("_weight", "_bias")):
-        return False
-    root: ast.expr = expr
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return isinstance(root, ast.Name) and root.id == "self"
-
-
-@rule
-class DataAttribute(_TensorNames, Rule):
-    """## What it does
-    Inside `forward` or a loss function, flags `.data` on a parameter
-    (`self.weight.data`) or on a tensor computed there.
-
-    ## Why is this bad?
-    `.data` returns the same storage with autograd detached, and without the
-    version-counter checks that `.detach()` keeps: whatever is computed from
-    it gets no gradient, so the parameter silently stops training, and an
-    in-place change to it corrupts gradients without an error. Outside the
-    graph (weight initialisation under `torch.no_grad()`) it is legacy style
-    but harmless, and not flagged.
-
-    ## Example
-    ```python
-    import torch.nn.functional as F
-    from torch import nn
-
-    class Scaled(nn.Linear):
-        def forward(self, x):
-            return F.linear(x, self.weight.data * 2)
-    ```
-
-    ## Use instead
-    ```python
-    import torch.nn.functional as F
-    from torch import nn
-
-    class Scaled(nn.Linear):
-        def forward(self, x):
-            return F.linear(x, self.weight * 2)
-    ```
-    """
-
-    code = "TW131"
-    name = "data-attribute"
-    family = "modules"
-    severity = Severity.WARNING
-    message = "`{base}.data` in {where} bypasses autograd: use the tensor (or `.detach()`)"
-
-    def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> None:
-        if node.attr != "data" or not isinstance(node.ctx, ast.Load):
-            return
-        role = self.role
-        if role is None or ctx.in_no_grad:
-            return
-        base = node.value
-        if not (_param_like(base) or self.is_tensor(ctx, base)):
-            return
-        parents = ctx.parents
-        parent = parents[-1] if parents else None
-        if isinstance(parent, ast.Attribute) and parent.attr in {"detach", "clone", "copy_"}:
-            return  # `.data.detach()`: detached on purpose
-        if any(isinstance(p, ast.Assign) and _writes_data(p) for p in parents):
-            return  # `new.weight.data[:n] = old.weight.data`: weight surgery, not math
-        where = "`forward`" if role == "forward" else "a loss function"
-        ctx.report(self, node, base=ctx.text(base), where=where)
-
-
-_FUNCTIONAL_DROPOUT = {
-    f"torch.nn.functional.{name}"
-    for name in (
-        "dropout",
-        "dropout1d",
-        "dropout2d",
-        "dropout3d",
-        "alpha_dropout",
-        "feature_alpha_dropout",
-    )
-}
-
-
-@rule
-class FunctionalDropoutTraining(Rule):
-    """## What it does
-    Flags `F.dropout(...)` (and `dropout1d/2d/3d`, `alpha_dropout`,
-    `feature_alpha_dropout`) in a method of an `nn.Module` without a
-    `training=` argument, outside an `if self.training:` guard.
-
-    ## Why is this bad?
-    Unlike `nn.Dropout`, the functional form does not know the module's mode:
-    `training` defaults to `True`, so dropout stays on after `model.eval()`
-    and evaluation results are random and worse.
-
-    ## Example
-    ```python
-    import torch.nn.functional as F
-    from torch import nn
-
-    class Block(nn.Module):
-        def forward(self, x):
-            return F.dropout(self.proj(x), p=0.1)
-    ```
-
-    ## Use instead
-    ```python
-    import torch.nn.functional as F
-    from torch import nn
-
-    class Block(nn.Module):
-        def forward(self, x):
-            return F.dropout(self.proj(x), p=0.1, training=self.training)
-    ```
-
-    ## Fix safety
-    Unsafe: it turns dropout off in eval mode, which changes evaluation
-    outputs (to the ones you meant).
-    """
-
-    code = "TW133"
-    name = "functional-dropout-always-on"
-    family = "modules"
-    severity = Severity.ERROR
-    message = "`{func}` without `training=self.training` stays on in eval mode"
-    fix = Applicability.UNSAFE
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        qualname = ctx.call_name(node)
-        if qualname not in _FUNCTIONAL_DROPOUT or not ctx.in_module_class:
-            return
-        if keyword(node, "training") or has_kwargs_splat(node) or len(node.args) >= 3:
-            return
-        if any(isinstance(arg, ast.Starred) for arg in node.args):
-            return
-        for parent in ctx.parents:  # `if self.training:` / `... if self.training else x`
-            if isinstance(parent, (ast.If, ast.IfExp)) and "training" in ctx.text(parent.test):
-                return
-        function = ctx.function
-        first = function.node.args.args[0].arg if function and function.node.args.args else ""  # type: ignore[attr-defined]
-        fix = None
-        if first == "self":
-            edit = add_keyword(ctx, node, "training=self.training")
-            fix = Fix("Pass `training=self.training`", (edit,), Applicability.UNSAFE)
-        ctx.report(self, node, fix=fix, func="F." + qualname.rsplit(".", 1)[-1])
-
-
-_PARAMETRIZED_LAYERS = {
-    f"torch.nn.{name}"
-    for name in (
-        "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-        "ConvTranspose3d", "Embedding", "EmbeddingBag", "BatchNorm1d", "BatchNorm2d",
-        "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LSTM", "GRU", "RNN", "LSTMCell",
-        "GRUCell", "RNNCell", "MultiheadAttention", "PReLU", "Transformer",
-        "TransformerEncoderLayer", "TransformerDecoderLayer",
-    )
-}  # fmt: skip
-
-
-@rule
-class LayerCreatedInForward(Rule):
-    """## What it does
-    Flags an `nn.Parameter` or a layer with weights (`nn.Linear`, `nn.Conv2d`,
-    `nn.LayerNorm`, ...) constructed inside `forward`, outside an `if` (the
-    lazy-initialisation pattern) and not stored on `self`.
-
-    ## Why is this bad?
-    A layer built in `forward` gets fresh random weights on every call, and
-    neither it nor a parameter made there is in `model.parameters()` when the
-    optimizer is built: the output is noise and nothing learns.
-
-    ## Example
-    ```python
-    from torch import nn
-
-    class Head(nn.Module):
-        def forward(self, x):
-            return nn.Linear(x.shape[-1], 10)(x)
-    ```
-
-    ## Use instead
-    ```python
-    from torch import nn
-
-    class Head(nn.Module):
-        def __init__(self, dim):
-            super().__init__()
-            self.proj = nn.Linear(dim, 10)
-
-        def forward(self, x):
-            return self.proj(x)
-    ```
-    """
-
-    code = "TW136"
-    name = "layer-created-in-forward"
-    family = "modules"
-    severity = Severity.ERROR
-    message = "`{layer}` created in `forward` is re-initialised every call and never trained"
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.in_forward:
-            return
-        qualname = ctx.call_name(node)
-        kind = creates_module(ctx, node)
-        if kind != "parameter" and qualname not in _PARAMETRIZED_LAYERS:
-            return
-        parents = ctx.parents
-        if any(isinstance(parent, (ast.If, ast.IfExp, ast.Try)) for parent in parents):
-            return  # lazy initialisation: `if self.proj is None: self.proj = nn.Linear(...)`
-        statement = parents[-1] if parents else None
-        if isinstance(statement, ast.Assign) and any(
-            self_attribute(target) for target in statement.targets
-        ):
-            return
-        ctx.report(self, node, layer="nn." + (qualname or "").rsplit(".", 1)[-1])
-
-
 _MOVES_AWAY = MOVES | {"type_as", "to_device"}
 
 
 @rule
-class FactoryWithoutDevice(_TensorNames, Rule):
+class FactoryWithoutDevice(TensorNames, Rule):
     """## What it does
     Flags `torch.zeros`, `ones`, `empty`, `full`, `arange`, `linspace`, `eye`,
     `rand`, `randn`, `randint` and `torch.tensor([...])` called in `forward`

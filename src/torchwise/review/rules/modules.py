@@ -1,22 +1,28 @@
 """nn.Module definitions (TW12x-TW14x): how a module is built.
 
-These rules look at what a module's methods assign and register: submodules
-that never reach ``parameters()``, tensors that ``.to()`` leaves behind, a
-missing ``super().__init__()``, layers whose bias BatchNorm cancels. The rules
-about what ``forward`` does live in :mod:`~torchwise.review.rules.forward`.
+The family spans four files: this one (what a module's methods assign and
+register: submodules that never reach ``parameters()``, tensors that ``.to()``
+leaves behind, a missing ``super().__init__()``), :mod:`.layers` (how layers
+are combined and created), :mod:`.forward` (what ``forward`` computes) and
+:mod:`.tensor_ops` (tensor operations that break autograd or raise).
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Fix, Severity
+from torchwise.review.findings import Applicability, Severity
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._tensors import produces_tensor
-from torchwise.review.rules._util import is_false, keyword, replace_fix, set_keyword
+from torchwise.review.rules._tensors import (
+    produces_tensor,
+)
+from torchwise.review.rules._util import (
+    is_false,
+    keyword,
+    replace_fix,
+)
 
 _NN_CLASS = re.compile(r"torch\.nn\.[A-Z]\w*$")
 _NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
@@ -348,156 +354,6 @@ class MissingSuperInit(Rule):
         ctx.report(self, header(node), cls=function.class_name or "")
 
 
-_CONVS = {f"torch.nn.Conv{n}d" for n in (1, 2, 3)}
-_NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {
-    "torch.nn.SyncBatchNorm",
-    *(f"torch.nn.LazyBatchNorm{n}d" for n in (1, 2, 3)),
-}
-
-
-def _conv_with_bias(ctx: Context, expr: ast.AST) -> ast.Call | None:
-    """``expr`` when it is ``nn.ConvNd(...)`` whose bias is on (the default)."""
-    if not isinstance(expr, ast.Call) or ctx.call_name(expr) not in _CONVS:
-        return None
-    bias = keyword(expr, "bias")
-    if bias is not None:
-        return expr if isinstance(bias.value, ast.Constant) and bias.value.value is True else None
-    if len(expr.args) >= 8 or any(isinstance(a, ast.Starred) for a in expr.args):
-        return None  # bias given positionally, or maybe
-    if any(item.arg is None for item in expr.keywords):
-        return None  # **kwargs may turn it off
-    return expr
-
-
-def _is_norm(ctx: Context, expr: ast.AST) -> bool:
-    return isinstance(expr, ast.Call) and ctx.call_name(expr) in _NORMS
-
-
-@rule
-class ConvBiasBeforeBatchNorm(Rule):
-    """## What it does
-    Flags an `nn.Conv1d/2d/3d` with its bias on (the default) whose output goes
-    straight into a BatchNorm: adjacent in `nn.Sequential(...)` or a layer
-    list, or applied as `self.bn(self.conv(x))` / `x = self.conv(x); x =
-    self.bn(x)` in a module.
-
-    ## Why is this bad?
-    BatchNorm subtracts the per-channel mean right away, so a constant
-    per-channel bias is cancelled exactly: it gets zero gradient, costs memory
-    and an extra add, and clutters the state dict. This is waste, not a wrong
-    result; keep it (with `# noqa: TW134`) only to stay compatible with
-    pretrained checkpoints that have the bias.
-
-    ## Example
-    ```python
-    from torch import nn
-
-    block = nn.Sequential(nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU())
-    ```
-
-    ## Use instead
-    ```python
-    from torch import nn
-
-    block = nn.Sequential(
-        nn.Conv2d(64, 128, 3, padding=1, bias=False), nn.BatchNorm2d(128), nn.ReLU()
-    )
-    ```
-
-    ## Fix safety
-    Unsafe: `bias=False` removes the `.bias` entries from the state dict, so
-    existing checkpoints no longer load with `strict=True`.
-    """
-
-    code = "TW134"
-    name = "conv-bias-before-batchnorm"
-    family = "modules"
-    severity = Severity.WARNING
-    message = "convolution bias is cancelled by the BatchNorm that follows: pass `bias=False`"
-    fix = Applicability.UNSAFE
-
-    def __init__(self) -> None:
-        self.convs: dict[tuple[str, str], ast.Call] = {}  # (class, attr) -> nn.Conv2d(...)
-        self.norms: set[tuple[str, str]] = set()
-        self.conv_outputs: dict[str, str] = {}  # local name -> conv attr that produced it
-        self.reported: set[int] = set()
-
-    def _sequence(self, ctx: Context, items: list[ast.expr]) -> None:
-        for first, second in itertools.pairwise(items):
-            conv = _conv_with_bias(ctx, first)
-            if conv is not None and _is_norm(ctx, second):
-                self._report(ctx, conv)
-
-    def visit_List(self, node: ast.List, ctx: Context) -> None:
-        self._sequence(ctx, node.elts)
-
-    def visit_Tuple(self, node: ast.Tuple, ctx: Context) -> None:
-        self._sequence(ctx, node.elts)
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if len(node.args) >= 2 and ctx.call_name(node) == "torch.nn.Sequential":
-            self._sequence(ctx, node.args)
-        # self.bn(self.conv(x)) in a module method
-        cls = module_method(ctx)
-        if cls is None or len(node.args) != 1:
-            return
-        norm = self_attribute(node.func)
-        inner = node.args[0]
-        if norm is None or not isinstance(inner, ast.Call):
-            return
-        conv = self_attribute(inner.func)
-        if conv is not None:
-            self._pair(ctx, cls.name, conv, norm)
-
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        cls = module_method(ctx)
-        if cls is None or len(node.targets) != 1:
-            return
-        target, value = node.targets[0], node.value
-        attr = self_attribute(target)
-        if attr is not None:
-            key = (cls.name, attr)
-            self.norms.discard(key)
-            self.convs.pop(key, None)
-            conv = _conv_with_bias(ctx, value)
-            if conv is not None:
-                self.convs[key] = conv
-            elif _is_norm(ctx, value):
-                self.norms.add(key)
-            return
-        if not isinstance(target, ast.Name):
-            return
-        # x = self.conv(x) ... x = self.bn(x): the name carries the conv output.
-        if isinstance(value, ast.Call) and len(value.args) == 1:
-            called = self_attribute(value.func)
-            source = value.args[0]
-            if called is not None and isinstance(source, ast.Name):
-                produced_by = self.conv_outputs.get(source.id)
-                if produced_by is not None:
-                    self._pair(ctx, cls.name, produced_by, called)
-                self.conv_outputs.pop(target.id, None)
-                if (cls.name, called) in self.convs:
-                    self.conv_outputs[target.id] = called
-                return
-        self.conv_outputs.pop(target.id, None)
-
-    def leave_function(self, function: object, ctx: Context) -> None:
-        self.conv_outputs.clear()
-
-    def _pair(self, ctx: Context, cls: str, conv: str, norm: str) -> None:
-        call = self.convs.get((cls, conv))
-        if call is not None and (cls, norm) in self.norms:
-            self._report(ctx, call)
-
-    def _report(self, ctx: Context, conv: ast.Call) -> None:
-        if id(conv) in self.reported:
-            return
-        self.reported.add(id(conv))
-        edit = set_keyword(ctx, conv, "bias", "False")
-        fix = Fix("Pass `bias=False`", (edit,), Applicability.UNSAFE)
-        ctx.report(self, conv, fix=fix)
-
-
 @rule
 class AssignTrainingFlag(Rule):
     """## What it does
@@ -598,5 +454,5 @@ class RegisterBufferNonTensor(Rule):
         ctx.report(self, node, kind=kind)
 
 
-# The rules about what forward() does register from their own module.
-from torchwise.review.rules import forward as _forward  # noqa: E402, F401
+# The rest of the family registers from its own modules.
+from torchwise.review.rules import forward, layers, tensor_ops  # noqa: E402, F401
