@@ -202,10 +202,15 @@ class _Pass:
             elif isinstance(statement, ast.ClassDef):
                 if any(self.ctx.is_module_base(base) for base in statement.bases):
                     self.ctx.scopes[0].module_classes.add(statement.name)
-            elif isinstance(statement, (ast.If, ast.Try)):
-                self._prescan(statement.body)
-                for handler in getattr(statement, "handlers", []):
+            elif isinstance(statement, ast.If):
+                self._prescan(statement.orelse)
+                self._prescan(statement.body)  # the first branch wins, as in most readers
+            elif isinstance(statement, ast.Try):
+                # ``try: import new / except ImportError: import old``: the try body is
+                # what the code means; fallbacks are bound first so it overrides them.
+                for handler in statement.handlers:
                     self._prescan(handler.body)
+                self._prescan(statement.body)
 
     def visit(self, node: ast.AST) -> None:
         for handler in self.handlers.get(type(node), ()):
