@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import logging
 import signal
 import threading
@@ -159,10 +160,12 @@ def _quiet() -> Iterator[None]:
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
+    sink = io.StringIO()  # export errors and explain() print whole graphs
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sink):
             warnings.simplefilter("ignore")
-            yield
+            with contextlib.redirect_stderr(sink):
+                yield
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
