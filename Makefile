@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]' $(TORCH_PIN)
 	$(BIN)/python bench/review_speed.py
 	$(BIN)/python bench/inspect_compare.py
+	$(BIN)/python bench/doc_speed.py
 	$(BIN)/python bench/doctor_catalogue.py
 	$(BIN)/python bench/ckpt_scan.py
 
