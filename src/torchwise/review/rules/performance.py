@@ -32,6 +32,7 @@ from torchwise.review.rules._util import (
 )
 
 _DATALOADERS = {"torch.utils.data.DataLoader"}
+_SYNTHETIC = ("random", "synthetic", "fake", "dummy")
 _IN_MEMORY = {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
 
 
@@ -57,13 +58,25 @@ def _guarded(ctx: Context) -> bool:
     return False
 
 
+def _in_memory(ctx: Context, dataset: ast.expr) -> bool:
+    """A ``TensorDataset`` or a synthetic one (``RandomDataset(...)``,
+    ``self.fake_train``): batches are slices of memory, workers would not help."""
+    if isinstance(dataset, ast.Call):
+        if ctx.call_name(dataset) in _IN_MEMORY:
+            return True
+        dataset = dataset.func
+    name = (ctx.dotted(dataset) or "").rsplit(".", 1)[-1].lower()
+    return any(word in name for word in _SYNTHETIC)
+
+
 @rule
 class DataLoaderWithoutWorkers(Rule):
     """## What it does
     Flags a `DataLoader` created without `num_workers` for training: in a file
     that trains (calls `backward()` or builds an optimizer), or one that
-    shuffles or takes a sampler. Loaders over an in-memory `TensorDataset`,
-    and calls that pass `**kwargs`, are left alone.
+    shuffles or takes a sampler. Loaders over an in-memory `TensorDataset` or
+    a dataset named as synthetic (`RandomDataset`, `fake_data`, ...), and
+    calls that pass `**kwargs`, are left alone.
 
     ## Why is this bad?
     `num_workers` defaults to 0: every batch is loaded, decoded and augmented
@@ -103,7 +116,7 @@ class DataLoaderWithoutWorkers(Rule):
         if any(isinstance(arg, ast.Starred) for arg in node.args):
             return
         dataset = node.args[0] if node.args else getattr(keyword(node, "dataset"), "value", None)
-        if isinstance(dataset, ast.Call) and ctx.call_name(dataset) in _IN_MEMORY:
+        if dataset is not None and _in_memory(ctx, dataset):
             return
         shuffle = keyword(node, "shuffle")
         training = (shuffle is not None and is_true(shuffle.value)) or (
