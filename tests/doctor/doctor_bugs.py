@@ -85,7 +85,7 @@ class Attention(nn.Module):
         self.causal, self.diagonal = causal, diagonal
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n, t, d = x.shape
+        _, t, d = x.shape
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x (n, t, d)
         scores = q @ k.transpose(1, 2) / d**0.5  # (n, t, t)
         if self.causal:

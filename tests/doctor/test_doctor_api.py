@@ -19,7 +19,7 @@ from torchwise.doctor import CHECK_IDS, DoctorError, Status, assert_healthy, che
 from torchwise.errors import TorchwiseError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from doctor_bugs import BUGGY, CLEAN, SmallCNN, build  # noqa: E402
+from doctor_bugs import BUGGY, CLEAN, SmallCNN, build
 
 
 def fingerprint(model: nn.Module) -> dict[str, Any]:
@@ -28,7 +28,9 @@ def fingerprint(model: nn.Module) -> dict[str, Any]:
         "state": {k: v.clone() for k, v in model.state_dict().items()},
         "modes": [(n, m.training) for n, m in model.named_modules()],
         "requires_grad": [(n, p.requires_grad) for n, p in model.named_parameters()],
-        "grads": [(n, None if p.grad is None else p.grad.clone()) for n, p in model.named_parameters()],
+        "grads": [
+            (n, None if p.grad is None else p.grad.clone()) for n, p in model.named_parameters()
+        ],
         "hooks": [
             (n, len(m._forward_hooks), len(m._forward_pre_hooks), len(m._backward_hooks))
             for n, m in model.named_modules()
@@ -50,7 +52,7 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> None:
         assert a[key] == b[key], key
     assert torch.equal(a["torch_rng"], b["torch_rng"])
     assert np.array_equal(a["numpy_rng"], b["numpy_rng"])
-    for (n, ga), (_, gb) in zip(a["grads"], b["grads"]):
+    for (n, ga), (_, gb) in zip(a["grads"], b["grads"], strict=True):
         assert (ga is None) == (gb is None), n
         assert ga is None or torch.equal(ga, gb), n
 
@@ -149,7 +151,16 @@ def test_renderings() -> None:
     assert [c["id"] for c in data["checks"]] == ["grad-flow", "nan-inf"]
     first = data["checks"][0]
     assert first["status"] == "fail" and "aux.weight" in first["where"]
-    assert set(first) == {"id", "status", "summary", "evidence", "where", "causes", "fix", "seconds"}
+    assert set(first) == {
+        "id",
+        "status",
+        "summary",
+        "evidence",
+        "where",
+        "causes",
+        "fix",
+        "seconds",
+    }
     text = report.to_text()
     assert "FAIL grad-flow" in text and "cause:" in text
     md = report.to_markdown()
@@ -164,7 +175,8 @@ def test_cli_exit_codes_and_formats(tmp_path: Path) -> None:
         "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(6, 3)\n"
         "    def forward(self, x):\n        return self.fc(x)\n"
         "class Bad(Good):\n"
-        "    def __init__(self):\n        super().__init__()\n        self.unused = nn.Linear(6, 3)\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.unused = nn.Linear(6, 3)\n"
     )
     runner = CliRunner()
     ok = runner.invoke(app, ["doctor", f"{src}:Good", "-i", "f32[8,6]", "--checks",

@@ -11,7 +11,7 @@ import torch
 from torchwise.doctor import CHECK_IDS, Status, check
 
 sys.path.insert(0, str(Path(__file__).parent))
-from doctor_bugs import BUGGY, CLEAN, Case, build  # noqa: E402
+from doctor_bugs import BUGGY, CLEAN, Case, build
 
 
 def test_catalogue_is_broad() -> None:
@@ -32,7 +32,9 @@ def test_bug_is_caught_by_its_check(case: Case) -> None:
 def test_clean_model_passes_every_check(case: Case) -> None:
     model, inputs = build(case)
     report = check(model, inputs, **case.options)
-    flagged = [(r.id, r.status.value, r.summary) for r in report if r.status in (Status.FAIL, Status.WARN)]
+    flagged = [
+        (r.id, r.status.value, r.summary) for r in report if r.status in (Status.FAIL, Status.WARN)
+    ]
     assert flagged == []
     assert report.ok
 

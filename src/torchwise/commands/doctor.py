@@ -36,12 +36,27 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
     "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
     show_default=True,
 )  # fmt: skip
-@click.option("--overfit-steps", type=click.IntRange(min=1), default=60, show_default=True,
-              help="Step budget of overfit-batch.")
-@click.option("--overfit-lr", type=click.FloatRange(min=0, min_open=True), default=1e-2,
-              show_default=True, help="Adam learning rate of overfit-batch.")
-@click.option("--export-budget", type=click.FloatRange(min=0, min_open=True), default=60.0,
-              show_default=True, help="Seconds for torch.export plus the graph-break count.")
+@click.option(
+    "--overfit-steps",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Step budget of overfit-batch.",
+)
+@click.option(
+    "--overfit-lr",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1e-2,
+    show_default=True,
+    help="Adam learning rate of overfit-batch.",
+)
+@click.option(
+    "--export-budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds for torch.export plus the graph-break count.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and labels.")
 @click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)

@@ -17,14 +17,21 @@ import torch
 from torch import nn
 
 from torchwise.doctor.context import Context, Options, normalize_inputs, tensors_in
-from torchwise.doctor.registry import CHECK_IDS, checks as registered
+from torchwise.doctor.registry import CHECK_IDS
+from torchwise.doctor.registry import checks as registered
 from torchwise.doctor.report import CheckResult, Report, Status
 from torchwise.doctor.state import Snapshot
 from torchwise.errors import TorchwiseError
 
 _DTYPES = {
-    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
-    torch.int64: "i64", torch.int32: "i32", torch.bool: "bool", torch.uint8: "u8",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float64: "f64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.bool: "bool",
+    torch.uint8: "u8",
 }
 
 
@@ -100,7 +107,7 @@ def check(
                     res = specs[check_id].fn(ctx)
                 except TorchwiseError:
                     raise
-                except Exception as exc:  # noqa: BLE001 - a model that crashes is a finding
+                except Exception as exc:
                     res = _crashed(check_id, exc)
                 finally:
                     snap.restore()

@@ -11,7 +11,7 @@ runs are recorded module by module to name where it first appears.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -49,11 +49,13 @@ def _grad_dependence(
         r = torch.randn(y.shape, generator=gen).to(y.device, y.dtype)
         grads = torch.autograd.grad((y * r).sum(), leaves, allow_unused=True)
     other = own = 0.0
-    for leaf, g in zip(leaves, grads):
+    # allow_unused=True yields None for inputs the output ignores (stubs say Tensor)
+    for g in cast("tuple[torch.Tensor | None, ...]", grads):
         if g is None:
             continue
         parts = split(g)
-        assert parts is not None
+        if parts is None:  # pragma: no cover - leaves were chosen by split()
+            continue
         own = max(own, float(parts[0].abs().max()) if parts[0].numel() else 0.0)
         other = max(other, float(parts[1].abs().max()) if parts[1].numel() else 0.0)
     return other, own
@@ -122,10 +124,10 @@ def batch_independence(ctx: Context) -> CheckResult:
                 return None
             return t[i], t[others.to(t.device)]
 
-        dep = _grad_dependence(ctx, False, lambda y, i=i: y[i], split)
+        dep = _grad_dependence(ctx, False, _pick(i), split)
         if dep is None:  # integer inputs or no grad path: perturb the other rows instead
-            perturbed = _perturbed(ctx, lambda t, i=i: _rows_except(t, B, i))
-            differs, where = _locate(ctx, perturbed, lambda t, i=i: _row(t, B, i))
+            perturbed = _perturbed(ctx, _others(B, i))
+            differs, where = _locate(ctx, perturbed, _just(B, i))
             evidence["method"] = "perturbation"
             if differs:
                 leak = (i, where)
@@ -135,8 +137,8 @@ def batch_independence(ctx: Context) -> CheckResult:
             evidence[f"grad_from_other_samples_row{i}"] = dep[0]
             evidence[f"grad_from_own_sample_row{i}"] = dep[1]
             if _leaked(dep):
-                perturbed = _perturbed(ctx, lambda t, i=i: _rows_except(t, B, i))
-                leak = (i, _locate(ctx, perturbed, lambda t, i=i: _row(t, B, i))[1])
+                perturbed = _perturbed(ctx, _others(B, i))
+                leak = (i, _locate(ctx, perturbed, _just(B, i))[1])
                 break
     if leak is not None:
         i, where = leak
@@ -157,18 +159,35 @@ def batch_independence(ctx: Context) -> CheckResult:
             fix="keep dim 0 as the batch through every view/permute (use x.flatten(1) or "
             "x.reshape(x.size(0), -1)); reduce over the feature dims, never dim 0",
         )
-    bns = [n for n, m in ctx.model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    bns = [
+        n for n, m in ctx.model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
     summary = f"no sample's output depends on another sample ({evidence['method']}, eval mode)"
     if bns and any(t.shape[0] == B for t in ctx.float_inputs() if t.ndim):
         others = torch.ones(B, dtype=torch.bool)
         others[0] = False
         dep = _grad_dependence(
-            ctx, True, lambda y: y[0], lambda t: (t[0], t[others]) if t.ndim and t.shape[0] == B else None
+            ctx,
+            True,
+            lambda y: y[0],
+            lambda t: (t[0], t[others]) if t.ndim and t.shape[0] == B else None,
         )
         if _leaked(dep):
             evidence["batchnorm_mixes_in_train_mode"] = bns
             summary += f"; {len(bns)} BatchNorm layers mix samples in train mode (expected)"
     return result("batch-independence", Status.PASS, summary, evidence=evidence)
+
+
+def _pick(i: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda y: y[i]
+
+
+def _others(B: int, i: int) -> Callable[[torch.Tensor], torch.Tensor | None]:
+    return lambda t: _rows_except(t, B, i)
+
+
+def _just(B: int, i: int) -> Callable[[torch.Tensor], torch.Tensor | None]:
+    return lambda t: _row(t, B, i)
 
 
 def _row(t: torch.Tensor, B: int, i: int) -> torch.Tensor | None:
@@ -187,7 +206,11 @@ def causal_leak(ctx: Context) -> CheckResult:
     d = ctx.options.causal_dim
     if d is None:
         return result("causal-leak", Status.SKIP, "not a causal model (pass --causal DIM)")
-    sized = [t for t in ctx.fresh_inputs()[0] + tuple(ctx.kwargs.values()) if isinstance(t, torch.Tensor) and t.ndim > d]
+    sized = [
+        t
+        for t in ctx.fresh_inputs()[0] + tuple(ctx.kwargs.values())
+        if isinstance(t, torch.Tensor) and t.ndim > d
+    ]
     if not sized:
         return result("causal-leak", Status.SKIP, f"no input has a dim {d}")
     T = int(sized[0].shape[d])

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
-from torchwise.doctor.context import Context
+from torchwise.doctor.context import Context, backward
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 
@@ -53,7 +54,7 @@ def backward_pass(ctx: Context) -> BackwardInfo:
     try:
         _, loss = ctx.train_loss()
         if loss.requires_grad:
-            loss.backward()
+            backward(loss)
         else:
             error = "the loss does not require grad: the output is detached from every parameter"
         loss_value = float(loss.detach())
@@ -75,7 +76,10 @@ def grad_flow(ctx: Context) -> CheckResult:
     info = backward_pass(ctx)
     if not info.grads:
         return result("grad-flow", Status.SKIP, "the model has no trainable parameters")
-    unused, detached, nonfinite, zero = [], [], [], []
+    unused: list[str] = []
+    detached: list[str] = []
+    nonfinite: list[str] = []
+    zero: list[str] = []
     for name, grad in info.grads.items():
         if grad is None:
             (detached if owner(name) in info.ran else unused).append(name)
@@ -83,7 +87,7 @@ def grad_flow(ctx: Context) -> CheckResult:
             nonfinite.append(name)
         elif not bool(grad.any()):
             zero.append(name)
-    evidence = {
+    evidence: dict[str, Any] = {
         "trainable": len(info.grads),
         "with_gradient": len(info.grads) - len(unused) - len(detached),
         "loss": info.loss,
@@ -162,7 +166,7 @@ def param_update(ctx: Context) -> CheckResult:
     ctx.zero_grads()
     _, loss = ctx.train_loss()
     if loss.requires_grad:
-        loss.backward()
+        backward(loss)
     opt.step()
     unchanged = [n for n, p in trainable if torch.equal(before[n], p.detach())]
     moved_frozen = [n for n in frozen if not torch.equal(before[n], dict(named)[n].detach())]

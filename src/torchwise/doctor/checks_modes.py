@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchwise.doctor.context import Context, tensors_in
+from torchwise.doctor.context import Context, backward, tensors_in
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 from torchwise.doctor.state import Snapshot
@@ -17,11 +17,18 @@ from torchwise.doctor.trace import Trace, first_divergence, recording
 
 def _max_diff(a: Any, b: Any) -> float:
     worst = 0.0
-    for x, y in zip(tensors_in(a), tensors_in(b)):
+    for x, y in zip(tensors_in(a), tensors_in(b), strict=False):
         if x.shape != y.shape:
             return float("inf")
         if x.is_floating_point():
-            worst = max(worst, float((x.float() - y.float()).abs().nan_to_num(0.0).max(), ) if x.numel() else 0.0)
+            worst = max(
+                worst,
+                float(
+                    (x.float() - y.float()).abs().nan_to_num(0.0).max(),
+                )
+                if x.numel()
+                else 0.0,
+            )
         elif not torch.equal(x, y):
             return float("inf")
     return worst
@@ -88,7 +95,7 @@ def train_eval_gap(ctx: Context) -> CheckResult:
             y_eval = ctx.forward(train=False)
             try:
                 y_train = ctx.forward(train=True)
-            except Exception as exc:  # noqa: BLE001 - typically BatchNorm on a batch of 1
+            except Exception as exc:
                 single = [n for n, b in bn_batches.items() if b == 1]
                 return result(
                     "train-eval-gap",
@@ -118,9 +125,7 @@ def train_eval_gap(ctx: Context) -> CheckResult:
         evidence["gap_by_layer"] = dict(top)
     B = ctx.batch_size
     single = [n for n, b in bn_batches.items() if b == 1]
-    heavy = [
-        n for n, m in layers if isinstance(m, nn.modules.dropout._DropoutNd) and m.p >= 0.8
-    ]
+    heavy = [n for n, m in layers if isinstance(m, nn.modules.dropout._DropoutNd) and m.p >= 0.8]
     if single:
         evidence["batch_norm_batch_sizes"] = bn_batches
         return result(
@@ -142,10 +147,12 @@ def train_eval_gap(ctx: Context) -> CheckResult:
             "train-eval-gap",
             Status.WARN,
             f"{len(heavy)} dropout layers drop 80% or more of their inputs in training",
-            evidence={**evidence, "dropout_p": {n: dict(layers)[n].p for n in heavy}},  # type: ignore[attr-defined]
+            evidence={**evidence, "dropout_p": {n: dict(layers)[n].p for n in heavy}},
             where=heavy,
-            causes=["p taken as the keep probability (TensorFlow's keep_prob); in PyTorch p "
-                    "is the probability of dropping"],
+            causes=[
+                "p taken as the keep probability (TensorFlow's keep_prob); in PyTorch p "
+                "is the probability of dropping"
+            ],
             fix="use p = 1 - keep_prob (typically 0.1-0.5)",
         )
     summary = f"train vs eval relative output gap {gap:.3g}"
@@ -176,7 +183,7 @@ def _seeded_step(ctx: Context, seed: int, all_rngs: bool) -> tuple[Any, list[Any
     with recording(ctx.model, keep_inputs=True) as trace:
         out, loss = ctx.train_loss()
     if loss.requires_grad:
-        loss.backward()
+        backward(loss)
     grads = [None if p.grad is None else p.grad.clone() for p in ctx.model.parameters()]
     return [t.detach().clone() for t in tensors_in(out)], grads, trace
 
@@ -188,7 +195,10 @@ def determinism(ctx: Context) -> CheckResult:
     out0, g0, t0 = _seeded_step(ctx, seed, all_rngs=False)
     start.restore(rng=False)  # numpy/python RNGs move on, as in real training
     out1, g1, t1 = _seeded_step(ctx, seed, all_rngs=False)
-    d_out, d_grad = _max_diff(out0, out1), _max_diff([g for g in g0 if g is not None], [g for g in g1 if g is not None])
+    d_out, d_grad = (
+        _max_diff(out0, out1),
+        _max_diff([g for g in g0 if g is not None], [g for g in g1 if g is not None]),
+    )
     evidence: dict[str, Any] = {"seed": seed, "output_diff": d_out, "grad_diff": d_grad}
     if d_out == 0.0 and d_grad == 0.0:
         return result(
@@ -201,9 +211,9 @@ def determinism(ctx: Context) -> CheckResult:
     if where:
         evidence["first_divergence"] = where[1]
     start.restore(rng=False)
-    out2, g2, _ = _seeded_step(ctx, seed, all_rngs=True)
+    out2, _, _ = _seeded_step(ctx, seed, all_rngs=True)
     start.restore(rng=False)
-    out3, g3, _ = _seeded_step(ctx, seed, all_rngs=True)
+    out3, _, _ = _seeded_step(ctx, seed, all_rngs=True)
     if _max_diff(out2, out3) == 0.0:
         return result(
             "determinism",
@@ -219,8 +229,7 @@ def determinism(ctx: Context) -> CheckResult:
     return result(
         "determinism",
         Status.FAIL,
-        f"the same seed gives different results (output diff {d_out:.3g}, grad diff "
-        f"{d_grad:.3g})",
+        f"the same seed gives different results (output diff {d_out:.3g}, grad diff {d_grad:.3g})",
         evidence=evidence,
         where=[where[0]] if where else [],
         causes=[

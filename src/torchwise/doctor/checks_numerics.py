@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchwise.doctor.context import Context, primary_output, tensors_in
+from torchwise.doctor.context import Context, backward, primary_output, tensors_in
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 from torchwise.doctor.trace import first_nonfinite, recording
@@ -21,9 +21,7 @@ def _finite(tensors: list[torch.Tensor]) -> bool:
 
 @register("nan-inf", title="output, loss and gradients are finite", cost="1 fwd+bwd")
 def nan_inf(ctx: Context) -> CheckResult:
-    bad_params = [
-        n for n, p in ctx.model.named_parameters() if not bool(torch.isfinite(p).all())
-    ]
+    bad_params = [n for n, p in ctx.model.named_parameters() if not bool(torch.isfinite(p).all())]
     if bad_params:
         return result(
             "nan-inf",
@@ -67,7 +65,7 @@ def nan_inf(ctx: Context) -> CheckResult:
             fix="compute the loss from logits with the fused torch losses",
         )
     if loss.requires_grad:
-        loss.backward()
+        backward(loss)
     bad_grads = [
         n
         for n, p in ctx.model.named_parameters()
@@ -95,20 +93,19 @@ def nan_inf(ctx: Context) -> CheckResult:
 _RELU_OPS = {"relu", "relu_", "hardtanh", "hardtanh_", "threshold", "threshold_"}
 
 
-class _ReluWatch(TorchDispatchMode):
+class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts, per ReLU-family call, the share of units never active on the batch."""
 
     def __init__(self, stack: list[str]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.stack = stack
         self.calls: dict[str, tuple[int, int]] = {}  # label -> (dead units, units)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         name = func._overloadpacket.__name__
-        if name in _RELU_OPS and name.startswith("hardtanh") and len(args) > 1:
-            if float(args[1]) != 0.0:  # hardtanh(-1, 1) is not ReLU-like
-                return out
+        if name.startswith("hardtanh") and len(args) > 1 and float(args[1]) != 0.0:
+            return out  # hardtanh(-1, 1) is not ReLU-like; ReLU6 is hardtanh(0, 6)
         if name in _RELU_OPS and isinstance(out, torch.Tensor) and out.ndim >= 2:
             # units: channels (dim 1) for (B, C, ...) images, the last dim for (B, F) and
             # (B, T, F) sequences
@@ -186,7 +183,7 @@ def _amp_dtype(device: torch.device) -> tuple[torch.dtype | None, str]:
     if device.type == "cpu":
         try:
             native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except Exception:  # noqa: BLE001 - builds without mkldnn
+        except Exception:
             native = False
         if not native:
             return None, "this CPU has no native bfloat16 support (oneDNN reports none)"
@@ -207,12 +204,13 @@ def _grads(
     with torch.autocast(ctx.device.type, dtype=amp, enabled=amp is not None):
         out, loss = ctx.train_loss()
     if loss.requires_grad:
-        loss.backward()
+        backward(loss)
     y = primary_output(out).detach().float()
-    return float(loss.detach().float()), y, [
-        None if p.grad is None else p.grad.detach().float().clone()
-        for _, p in ctx.trainable()
-    ]
+    return (
+        float(loss.detach().float()),
+        y,
+        [None if p.grad is None else p.grad.detach().float().clone() for _, p in ctx.trainable()],
+    )
 
 
 @register("amp-drift", title="autocast agrees with fp32", cost="2 fwd+bwd")
@@ -223,7 +221,7 @@ def amp_drift(ctx: Context) -> CheckResult:
     l32, y32, g32 = _grads(ctx, None)
     try:
         l16, y16, g16 = _grads(ctx, dtype)
-    except Exception as exc:  # noqa: BLE001 - a model that breaks under autocast
+    except Exception as exc:
         return result(
             "amp-drift",
             Status.FAIL,
@@ -235,7 +233,11 @@ def amp_drift(ctx: Context) -> CheckResult:
     # the output is where a lost signal shows first: at init the loss sits near chance
     # whatever the logits are, so a model whose logits are garbage in bf16 can keep it
     out_rel = float((y16 - y32).norm() / y32.norm().clamp_min(1e-12))
-    pairs = [(n, a, b) for (n, _), a, b in zip(ctx.trainable(), g32, g16) if a is not None and b is not None]
+    pairs = [
+        (n, a, b)
+        for (n, _), a, b in zip(ctx.trainable(), g32, g16, strict=True)
+        if a is not None and b is not None
+    ]
     cos_all = _cos([a for _, a, _ in pairs], [b for _, _, b in pairs])
     per = {n: _cos([a], [b]) for n, a, b in pairs if float(a.norm()) > 0}
     worst = min(per, key=per.__getitem__) if per else None

@@ -30,18 +30,23 @@ def _unregistered(model: nn.Module) -> tuple[list[str], list[str]]:
         for key, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
                 tensors.append(prefix + key)
-            elif isinstance(value, (list, tuple)) and any(isinstance(v, nn.Module) for v in value):
+            elif (
+                isinstance(value, (list, tuple)) and any(isinstance(v, nn.Module) for v in value)
+            ) or (
+                isinstance(value, dict)
+                and not key.startswith("_")
+                and any(isinstance(v, nn.Module) for v in value.values())
+            ):
                 containers.append(prefix + key)
-            elif isinstance(value, dict) and not key.startswith("_"):
-                if any(isinstance(v, nn.Module) for v in value.values()):
-                    containers.append(prefix + key)
     return tensors, containers
 
 
 _META_LIMITS = ("cannot be called on meta", "data-dependent", "meta tensors", "nonzero", "item()")
 
 
-@register("device-consistency", title="runs with everything on the meta device", cost="1 fwd (meta)")
+@register(
+    "device-consistency", title="runs with everything on the meta device", cost="1 fwd (meta)"
+)
 def device_consistency(ctx: Context) -> CheckResult:
     plain, containers = _unregistered(ctx.model)
     evidence: dict[str, Any] = {}
@@ -74,7 +79,7 @@ def device_consistency(ctx: Context) -> CheckResult:
         stray = [t for t in tensors_in(out) if t.device.type != "meta"]
         if stray:
             error = f"an output tensor is on {stray[0].device} although every input was on meta"
-    except Exception as exc:  # noqa: BLE001 - any failure is the finding
+    except Exception as exc:
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:240]}"
     finally:
         for h in handles:
@@ -155,8 +160,15 @@ def _deadline(seconds: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch.export", "torch._export",
-                                               "torch.fx.experimental.symbolic_shapes")]
+    loggers = [
+        logging.getLogger(n)
+        for n in (
+            "torch._dynamo",
+            "torch.export",
+            "torch._export",
+            "torch.fx.experimental.symbolic_shapes",
+        )
+    ]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
@@ -167,7 +179,7 @@ def _quiet() -> Iterator[None]:
             with contextlib.redirect_stderr(sink):
                 yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
 
 
@@ -192,7 +204,7 @@ def exportable(ctx: Context) -> CheckResult:
                 evidence["export_nodes"] = len(program.graph.nodes)
             except _OverBudget:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the failure is the finding
+            except Exception as exc:
                 export_error = _first_line(exc)
             evidence["export_s"] = round(time.perf_counter() - start, 2)
             try:
@@ -205,7 +217,7 @@ def exportable(ctx: Context) -> CheckResult:
                     breaks.append(f"{str(reason.reason).splitlines()[0][:160]}{at}")
             except _OverBudget:
                 raise
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 evidence["compile_error"] = _first_line(exc)
     except _OverBudget:
         evidence["seconds"] = round(time.perf_counter() - start, 2)
@@ -218,7 +230,9 @@ def exportable(ctx: Context) -> CheckResult:
         )
     finally:
         with contextlib.suppress(Exception):
-            importlib.import_module("torch._dynamo").reset()  # drop the compiled code dynamo cached on forward
+            importlib.import_module(
+                "torch._dynamo"
+            ).reset()  # drop the compiled code dynamo cached on forward
     evidence["seconds"] = round(time.perf_counter() - start, 2)
     if breaks:
         evidence["break_reasons"] = breaks

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torchwise.doctor.context import Context, primary_output
+from torchwise.doctor.context import Context, backward, primary_output
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 
@@ -127,7 +127,7 @@ def overfit_batch(ctx: Context) -> CheckResult:
             break
         if value <= 0.1 * losses[0] or not loss.requires_grad:
             break
-        loss.backward()
+        backward(loss)
         opt.step()
     initial, best = losses[0], min(losses)
     evidence: dict[str, Any] = {

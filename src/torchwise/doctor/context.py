@@ -82,6 +82,11 @@ def primary_output(out: Any) -> torch.Tensor:
     )
 
 
+def backward(loss: torch.Tensor) -> None:
+    """``loss.backward()``, typed (torch leaves Tensor.backward unannotated)."""
+    loss.backward()  # type: ignore[no-untyped-call]
+
+
 def normalize_inputs(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A tensor, a tuple/list of positional args or a dict of keyword args."""
     if isinstance(inputs, torch.Tensor):

@@ -133,7 +133,9 @@ def choose_loss(
             )
         num_classes = shape[class_dim]
         if target is None:
-            label_shape = shape[:class_dim] + shape[class_dim + 1 :] if class_dim == 1 else shape[:-1]
+            label_shape = (
+                shape[:class_dim] + shape[class_dim + 1 :] if class_dim == 1 else shape[:-1]
+            )
             target = torch.randint(0, num_classes, label_shape, generator=gen)
             target = target.to(output.device)
             reason += "; random class labels"

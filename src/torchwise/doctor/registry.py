@@ -79,8 +79,6 @@ def checks() -> dict[str, CheckSpec]:
     return {cid: _REGISTRY[cid] for cid in CHECK_IDS if cid in _REGISTRY}
 
 
-def result(
-    check_id: str, status: Status | str, summary: str, **details: Any
-) -> CheckResult:
+def result(check_id: str, status: Status | str, summary: str, **details: Any) -> CheckResult:
     """Shorthand the checks use to build their result."""
     return CheckResult(check_id, Status(status), summary, **details)

@@ -49,7 +49,7 @@ class Snapshot:
         self.modules: list[tuple[nn.Module, dict[str, Any], dict[str, Any]]] = []
         for module in model.modules():
             attrs = dict(vars(module))
-            contents = {}
+            contents: dict[str, Any] = {}
             for key, value in attrs.items():
                 if isinstance(value, dict):
                     contents[key] = dict(value)  # restored in place, see restore()
@@ -61,7 +61,7 @@ class Snapshot:
         self.torch_rng = torch.get_rng_state()
         self.cuda_rng = (
             torch.cuda.get_rng_state_all()
-            if torch.cuda.is_available() and torch.cuda.is_initialized()
+            if torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
             else None
         )
         self.python_rng = random.getstate()
@@ -70,9 +70,7 @@ class Snapshot:
         self.grad_enabled = torch.is_grad_enabled()
         self.deterministic = torch.are_deterministic_algorithms_enabled()
         self.deterministic_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-        self.global_hooks = {
-            name: dict(getattr(_module_mod, name)) for name in _GLOBAL_HOOK_DICTS
-        }
+        self.global_hooks = {name: dict(getattr(_module_mod, name)) for name in _GLOBAL_HOOK_DICTS}
 
     def restore(self, *, rng: bool = True) -> None:
         """Put everything back; ``rng=False`` leaves the RNG states as they are now."""
@@ -107,7 +105,6 @@ class Snapshot:
             live_hooks.clear()
             live_hooks.update(saved)
 
-
     def _restore_rng(self) -> None:
         torch.set_rng_state(self.torch_rng)
         if self.cuda_rng is not None:
@@ -121,7 +118,11 @@ class Snapshot:
 
 def _copy_back(tensor: torch.Tensor, value: torch.Tensor) -> None:
     with torch.no_grad():
-        same = (tensor.shape, tensor.dtype, tensor.device) == (value.shape, value.dtype, value.device)
+        same = (tensor.shape, tensor.dtype, tensor.device) == (
+            value.shape,
+            value.dtype,
+            value.device,
+        )
         if same:
             tensor.copy_(value)
         else:  # a check replaced the storage (e.g. resized it): put the original back

@@ -61,7 +61,7 @@ Region = Callable[[torch.Tensor], torch.Tensor | None]
 
 
 def _differs(a: list[torch.Tensor], b: list[torch.Tensor], region: Region) -> bool:
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x.shape != y.shape:
             return True
         rx, ry = region(x), region(y)
@@ -78,7 +78,7 @@ Blame = tuple[str, str]  # (module name for "where", a sentence saying what happ
 def first_divergence(a: Trace, b: Trace, region: Region) -> Blame | None:
     """Where two runs first differ inside ``region``; None if nowhere."""
     previous = None
-    for ra, rb in zip(a.records, b.records):
+    for ra, rb in zip(a.records, b.records, strict=False):
         if ra.name != rb.name:
             return ra.name, f"the two runs took different paths at `{ra.name}` / `{rb.name}`"
         if _differs(ra.outputs, rb.outputs, region):
