@@ -32,6 +32,7 @@ demo: $(STAMP)
 	$(BIN)/torchwise review $(EXAMPLE) --no-cache --exit-zero
 	$(BIN)/torchwise inspect cifarnet --config $(EXAMPLE) --depth 1
 	$(BIN)/torchwise doc cifarnet --config $(EXAMPLE) --diff
+	$(BIN)/torchwise doctor $(EXAMPLE)/model.py:CifarNet --input 'f32[8,3,32,32]'
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
