@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import io
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -68,17 +67,23 @@ def quiet(fn: Callable[[], Any]) -> Callable[[], Any]:
 
 def cli_run(name: str) -> tuple[float, int, tuple[int, int]]:
     """The whole CLI in a fresh process (import, build, both passes): time and peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # The child reports its own peak RSS: RUSAGE_CHILDREN would include the memory
+    # of this (forked) benchmark process.
+    code = (
+        "import resource, sys\n"
+        "from torchwise.cli import main\n"
+        "try:\n"
+        f"    main(['inspect', 'zoo:{name}', '--format', 'json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "torchwise", "inspect", f"zoo:{name}", "--format", "json"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - start
-    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rss_kib = int(done.stderr.strip().splitlines()[-1])
     data = json.loads(done.stdout)
-    # ru_maxrss of children is the max over all children so far: run these first.
-    return seconds, max(rss_kib, before) * 1024, (data["total_params"], data["macs_forward"])
+    return seconds, rss_kib * 1024, (data["total_params"], data["macs_forward"])
 
 
 def tool_torchwise(name: str, inputs: list[str]) -> Callable[[], tuple[int, int]]:
@@ -143,7 +148,12 @@ def fmt(value: Any, published: int | None, *, count: bool = False) -> str:
         value = int(value)  # fvcore reports counts as floats
     if not isinstance(value, int):
         return str(value)
-    text = f"{value:,}" if count or value < 1e8 else f"{value / 1e9:.3f}G"
+    if count or value < 1e8:
+        text = f"{value:,}"
+    elif value >= 1e12:
+        text = f"{value / 1e12:.3f}T"
+    else:
+        text = f"{value / 1e9:.3f}G"
     if published is not None:
         text += " ✓" if value == published else f" ({value / published:.2f}x)"
     return text
