@@ -44,6 +44,13 @@ def run_doc(
     """Run ``torchwise doc``; returns (exit code, stdout text, stderr text)."""
     from torchwise.target import resolve_target
 
+    if action == "write" and target.startswith("zoo:"):
+        # The zoo's source is torchwise's own installed code, not the user's.
+        raise TorchwiseError(
+            f"{target} is a built-in reference model; --write edits only your own source",
+            hint="use --diff or --markdown PATH to see or publish its documentation",
+        )
+
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
     resolved = resolve_target(
