@@ -253,7 +253,9 @@ def amp_drift(ctx: Context) -> CheckResult:
         evidence["lowest_param_cosine"] = f"{worst} ({per[worst]:.4f})"
     # bf16 keeps 8 mantissa bits (~0.4% per value); deep nets accumulate a few % of
     # output error and gradient cosines around 0.95 at init without anything wrong
-    if not math.isfinite(l16) or rel > 0.2 or out_rel > 0.5 or cos_all < 0.5:
+    # The gradient cosine only warns: deep nets at init (MobileNetV2: ~0.4) have
+    # gradients so sensitive that bf16 rounding alone turns them, with healthy outputs.
+    if not math.isfinite(l16) or rel > 0.2 or out_rel > 0.5:
         status = Status.FAIL
     elif rel > 0.05 or out_rel > 0.15 or cos_all < 0.85:
         status = Status.WARN
