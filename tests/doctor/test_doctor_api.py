@@ -200,3 +200,22 @@ def test_zoo_resnet18_full_suite_is_healthy() -> None:
     report = check(resolved.model, resolved.args)
     flagged = {r.id: r.summary for r in report if r.status in (Status.FAIL, Status.WARN)}
     assert set(flagged) <= {"amp-drift"}, flagged  # bf16 noise in a deep net: documented
+
+
+def test_parameters_feeding_only_secondary_outputs_are_not_unused() -> None:
+    class WithPooler(nn.Module):  # like BERT: (hidden states, pooled) with the loss on the first
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(6, 4)
+            self.pooler = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = self.body(x)
+            return h, torch.tanh(self.pooler(h))
+
+    report = check(WithPooler(), torch.randn(8, 6), ["grad-flow", "param-update"])
+    assert report.ok, report.to_text()
+    assert report["grad-flow"].evidence["feed_only_other_outputs"] == [
+        "pooler.bias",
+        "pooler.weight",
+    ]

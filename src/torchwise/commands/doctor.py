@@ -46,9 +46,15 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
 @click.option(
     "--overfit-lr",
     type=click.FloatRange(min=0, min_open=True),
-    default=1e-2,
+    default=None,
+    help="Adam learning rate of overfit-batch (default: 1e-2 below 2M parameters, else 1e-3).",
+)
+@click.option(
+    "--overfit-budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
     show_default=True,
-    help="Adam learning rate of overfit-batch.",
+    help="Seconds overfit-batch may run before it stops and warns.",
 )
 @click.option(
     "--export-budget",
@@ -75,7 +81,8 @@ def doctor(
     check_ids: str | None,
     fmt: str,
     overfit_steps: int,
-    overfit_lr: float,
+    overfit_lr: float | None,
+    overfit_budget: float,
     export_budget: float,
     seed: int,
     init_kwargs: str | None,
@@ -119,6 +126,7 @@ def doctor(
         causal_dim=causal_dim,
         overfit_steps=overfit_steps,
         overfit_lr=overfit_lr,
+        overfit_budget_s=overfit_budget,
         export_budget_s=export_budget,
         seed=seed,
         name=resolved.name,

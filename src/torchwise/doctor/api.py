@@ -64,7 +64,8 @@ def check(
     target: torch.Tensor | None = None,
     causal_dim: int | None = None,
     overfit_steps: int = 60,
-    overfit_lr: float = 1e-2,
+    overfit_lr: float | None = None,
+    overfit_budget_s: float = 30.0,
     export_budget_s: float = 60.0,
     seed: int = 0,
     name: str | None = None,
@@ -88,6 +89,7 @@ def check(
         causal_dim=causal_dim,
         overfit_steps=overfit_steps,
         overfit_lr=overfit_lr,
+        overfit_budget_s=overfit_budget_s,
         export_budget_s=export_budget_s,
         seed=seed,
     )

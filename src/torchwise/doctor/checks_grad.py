@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchwise.doctor.context import Context, backward
+from torchwise.doctor.context import Context, backward, primary_output, tensors_in
 from torchwise.doctor.registry import register, result
 from torchwise.doctor.report import CheckResult, Status
 
@@ -28,6 +28,8 @@ class BackwardInfo:
     call_order: list[str] = field(default_factory=list)
     ran: set[str] = field(default_factory=set)
     error: str | None = None
+    #: parameters that reach only outputs other than the one the loss uses (BERT's pooler)
+    secondary_only: set[str] = field(default_factory=set)
 
 
 def owner(param_name: str) -> str:
@@ -51,22 +53,39 @@ def backward_pass(ctx: Context) -> BackwardInfo:
         handles.append(module.register_forward_pre_hook(pre))
     ctx.zero_grads()
     error = None
+    secondary_only: set[str] = set()
     try:
-        _, loss = ctx.train_loss()
+        out, loss = ctx.train_loss()
+        primary = primary_output(out)
+        others = [
+            t
+            for t in tensors_in(out)
+            if t is not primary and t.requires_grad and t.is_floating_point()
+        ]
         if loss.requires_grad:
-            backward(loss)
+            loss.backward(retain_graph=bool(others))  # type: ignore[no-untyped-call]
         else:
             error = "the loss does not require grad: the output is detached from every parameter"
         loss_value = float(loss.detach())
+        missing = [
+            (n, p) for n, p in ctx.model.named_parameters() if p.requires_grad and p.grad is None
+        ]
+        if others and missing:
+            # the loss uses one output; a parameter feeding only the others is not unused
+            probe = torch.stack([o.float().sum() for o in others]).sum()
+            reached = torch.autograd.grad(probe, [p for _, p in missing], allow_unused=True)
+            secondary_only = {
+                n for (n, _), g in zip(missing, reached, strict=True) if g is not None
+            }
     finally:
         for h in handles:
             h.remove()
     grads = {
         n: (None if p.grad is None else p.grad.detach().clone())
         for n, p in ctx.model.named_parameters()
-        if p.requires_grad
+        if p.requires_grad and n not in secondary_only
     }
-    info = BackwardInfo(loss_value, grads, order, ran, error)
+    info = BackwardInfo(loss_value, grads, order, ran, error, secondary_only)
     ctx.cache["backward"] = info
     return info
 
@@ -92,6 +111,8 @@ def grad_flow(ctx: Context) -> CheckResult:
         "with_gradient": len(info.grads) - len(unused) - len(detached),
         "loss": info.loss,
     }
+    if info.secondary_only:
+        evidence["feed_only_other_outputs"] = sorted(info.secondary_only)
     if unused or detached or nonfinite:
         causes = []
         if unused:
@@ -159,6 +180,7 @@ def param_update(ctx: Context) -> CheckResult:
             causes=["requires_grad_(False) / a freezing loop left in from fine-tuning"],
             fix="unfreeze the parameters you mean to train",
         )
+    secondary = backward_pass(ctx).secondary_only  # e.g. BERT's pooler: not on the loss path
     before = {n: p.detach().clone() for n, p in named}
     # Adam moves every parameter with a non-zero gradient by about lr, whatever the
     # gradient's scale, so "unchanged" means "no gradient", not "tiny gradient".
@@ -168,7 +190,9 @@ def param_update(ctx: Context) -> CheckResult:
     if loss.requires_grad:
         backward(loss)
     opt.step()
-    unchanged = [n for n, p in trainable if torch.equal(before[n], p.detach())]
+    unchanged = [
+        n for n, p in trainable if n not in secondary and torch.equal(before[n], p.detach())
+    ]
     moved_frozen = [n for n in frozen if not torch.equal(before[n], dict(named)[n].detach())]
     evidence: dict[str, object] = {
         "trainable": len(trainable),

@@ -108,8 +108,14 @@ def _last_linear(ctx: Context) -> str | None:
 
 @register("overfit-batch", title="the model can memorize one small batch", cost="N steps")
 def overfit_batch(ctx: Context) -> CheckResult:
-    steps, lr = ctx.options.overfit_steps, ctx.options.overfit_lr
+    steps, lr, budget = (
+        ctx.options.overfit_steps,
+        ctx.options.overfit_lr,
+        ctx.options.overfit_budget_s,
+    )
     params = [p for _, p in ctx.trainable()]
+    if lr is None:
+        lr = 1e-2 if sum(p.numel() for p in params) < 2_000_000 else 1e-3
     if not params:
         return result("overfit-batch", Status.SKIP, "the model has no trainable parameters")
     opt = torch.optim.Adam(params, lr=lr)
@@ -129,7 +135,10 @@ def overfit_batch(ctx: Context) -> CheckResult:
             break
         backward(loss)
         opt.step()
+        if time.perf_counter() - start > budget:
+            break
     initial, best = losses[0], min(losses)
+    out_of_time = len(losses) < steps and best > 0.1 * initial and math.isfinite(losses[-1])
     evidence: dict[str, Any] = {
         "initial_loss": initial,
         "best_loss": best,
@@ -147,6 +156,15 @@ def overfit_batch(ctx: Context) -> CheckResult:
             Status.PASS,
             f"loss fell from {initial:.3g} to {best:.3g} in {len(losses)} steps",
             evidence=evidence,
+        )
+    elif out_of_time:
+        return result(
+            "overfit-batch",
+            Status.WARN,
+            f"the {budget:g}s budget ran out after {len(losses)} steps (loss {initial:.3g} -> "
+            f"{best:.3g}); raise --overfit-budget to judge",
+            evidence=evidence,
+            fix="rerun with a larger --overfit-budget (or a smaller batch)",
         )
     elif best <= 0.5 * initial:
         status = Status.WARN

@@ -30,7 +30,11 @@ class Options:
     causal_dim: int | None = None
     #: overfit-batch: optimizer steps and Adam learning rate (raise both for big models)
     overfit_steps: int = 60
-    overfit_lr: float = 1e-2
+    #: None: 1e-2 below 2M parameters (small nets need it to memorize in 60 steps),
+    #: 1e-3 above (transformers diverge at 1e-2)
+    overfit_lr: float | None = None
+    #: overfit-batch stops after this many seconds and warns instead of judging
+    overfit_budget_s: float = 30.0
     #: exportable: seconds for torch.export plus the graph-break count together
     export_budget_s: float = 60.0
     seed: int = 0
