@@ -9,9 +9,10 @@ import click
 
 @click.command()
 @click.argument("code", required=False)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--all", "show_all", is_flag=True, help="With no CODE: also mark rules that are off by default.")
-def rules(code: str | None, fmt: str, show_all: bool) -> None:
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def rules(code: str | None, fmt: str) -> None:
     """List every rule, or explain CODE (what it does, why, example, fix).
 
     \b

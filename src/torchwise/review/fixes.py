@@ -20,7 +20,9 @@ def fixable(finding: Finding, minimum: Applicability) -> bool:
     return finding.fix is not None and finding.fix.applicability.rank >= minimum.rank
 
 
-def apply_edits(source: str, findings: Sequence[Finding], minimum: Applicability) -> tuple[str, int]:
+def apply_edits(
+    source: str, findings: Sequence[Finding], minimum: Applicability
+) -> tuple[str, int]:
     """Apply the fixes of ``findings`` that do not overlap; return (text, fixes applied)."""
     chosen: list[Edit] = []
     taken: list[tuple[int, int]] = []

@@ -100,7 +100,9 @@ def review_paths(
     if workers > 1 and len(todo) >= _PARALLEL_THRESHOLD:
         chunk = max(1, len(todo) // (workers * 4))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = pool.map(_review_one, todo, [settings] * len(todo), [fix] * len(todo), chunksize=chunk)
+            results = pool.map(
+                _review_one, todo, [settings] * len(todo), [fix] * len(todo), chunksize=chunk
+            )
             fresh = list(results)
     else:
         fresh = [_review_one(path, settings, fix) for path in todo]
@@ -111,7 +113,9 @@ def review_paths(
     return ReviewReport([reports[str(path)] for path in files])
 
 
-def review_source(source: str, path: str = "<string>", settings: ReviewSettings | None = None) -> list[Finding]:
+def review_source(
+    source: str, path: str = "<string>", settings: ReviewSettings | None = None
+) -> list[Finding]:
     """Review one piece of source text (the library entry point for tools and tests)."""
     settings = settings or ReviewSettings()
     return analyse_source(source, path, settings.enabled_for(path), settings)
@@ -139,7 +143,9 @@ def _review_one(path: str, settings: ReviewSettings, fix: FixMode | None) -> Fil
         ast.parse(fixed)  # fix_source guarantees this; never write a broken file
         if fix.write:
             Path(path).write_text(fixed, encoding="utf-8")
-        report = FileReport(path, analyse(fixed), fixed.count("\n"), count, source_file.source, fixed)
+        report = FileReport(
+            path, analyse(fixed), fixed.count("\n"), count, source_file.source, fixed
+        )
     return report
 
 
@@ -189,7 +195,10 @@ class _Cache:
         try:
             entry = self._key(path, path.read_bytes())
             entry.parent.mkdir(parents=True, exist_ok=True)
-            payload = {"lines": report.lines, "findings": [finding_to_dict(f) for f in report.findings]}
+            payload = {
+                "lines": report.lines,
+                "findings": [finding_to_dict(f) for f in report.findings],
+            }
             temporary = entry.with_suffix(f".{os.getpid()}.tmp")
             temporary.write_text(json.dumps(payload), encoding="utf-8")
             temporary.replace(entry)

@@ -84,7 +84,9 @@ def _matches(relative: str, pattern: str) -> bool:
     if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, f"{pattern}/*"):
         return True
     # A bare name ("legacy", "*_test.py") matches at any depth, as in .gitignore.
-    return "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in relative.split("/"))
+    return "/" not in pattern and any(
+        fnmatch.fnmatch(part, pattern) for part in relative.split("/")
+    )
 
 
 def parse_version(text: str) -> tuple[int, int]:

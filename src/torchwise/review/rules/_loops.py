@@ -143,6 +143,12 @@ def innermost_loop_is(loop: F.LoopFacts, call: F.CallEvent) -> bool:
     return call.loop_depth == _depth(loop) + 1
 
 
+def top_level_calls(module: F.ModuleFacts) -> list[F.CallEvent]:
+    """Calls made by the module's own statements, not inside any function."""
+    inside = all_function_calls(module)
+    return [call for call in module.calls if call not in inside]
+
+
 def all_function_calls(module: F.ModuleFacts) -> set[F.CallEvent]:
     return {call for function in module.functions for call in function.calls}
 

@@ -9,9 +9,9 @@ from torchwise.review.context import Context
 from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
-    all_function_calls,
     is_tensor_backward,
     position,
+    top_level_calls,
 )
 from torchwise.review.rules._util import keyword
 
@@ -63,7 +63,7 @@ class ClipWithoutUnscale(Rule):
         self._check(function.calls, ctx)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        self._check([c for c in module.calls if c not in all_function_calls(module)], ctx)
+        self._check(top_level_calls(module), ctx)
 
     def _check(self, calls: list[F.CallEvent], ctx: Context) -> None:
         scales = [c for c in calls if c.method == "scale" and c.receiver_kind == F.SCALER]
@@ -145,7 +145,7 @@ class Float16WithoutScaler(Rule):
         ):
             return
         training = {id(f) for f in module.functions if any(is_tensor_backward(c) for c in f.calls)}
-        if any(is_tensor_backward(c) for c in module.calls if c not in all_function_calls(module)):
+        if any(is_tensor_backward(c) for c in top_level_calls(module)):
             training.add(0)
         for expr, owner in self.autocasts:
             if owner in training:

@@ -11,7 +11,6 @@ from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     Effects,
-    all_function_calls,
     callee,
     def_line,
     is_backward,
@@ -20,6 +19,7 @@ from torchwise.review.rules._loops import (
     local_callee,
     position,
     regions,
+    top_level_calls,
 )
 
 _EVAL_NAME = re.compile(
@@ -100,7 +100,7 @@ class EvaluationWithoutEval(Rule):
             if function.name in eval_callers:
                 continue
             ctx.report(self, def_line(function.node), what=f"`{function.name}()`")
-        top_level = [c for c in module.calls if c not in all_function_calls(module)]
+        top_level = top_level_calls(module)
         if any(effects.call_does(c, "eval") for c in top_level):
             return
         for block in self.top_level_no_grad:
@@ -113,7 +113,7 @@ def _functions_called_after_eval(module: F.ModuleFacts) -> set[str]:
     """Names of local functions that some caller invokes after a `.eval()` call."""
     names: set[str] = set()
     scopes: list[list[F.CallEvent]] = [f.calls for f in module.functions]
-    scopes.append([c for c in module.calls if c not in all_function_calls(module)])
+    scopes.append(top_level_calls(module))
     for calls in scopes:
         evals = [position(c.node) for c in calls if is_eval(c)]
         if not evals:

@@ -11,6 +11,7 @@ from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     is_tensor_backward,
     regions,
+    top_level_calls,
 )
 from torchwise.review.rules._util import is_false, keyword
 
@@ -18,8 +19,9 @@ from torchwise.review.rules._util import is_false, keyword
 @rule
 class SamplerWithoutSetEpoch(Rule):
     """## What it does
-    Flags a `DistributedSampler` created in a file that loops over epochs
-    (or trains) but never calls `sampler.set_epoch(epoch)`.
+    Flags a shuffling `DistributedSampler` created in a function (or script)
+    that loops over epochs or trains, in a file that never calls
+    `sampler.set_epoch(epoch)`.
 
     ## Why is this bad?
     `DistributedSampler` seeds its shuffle with the epoch number. Without
@@ -62,15 +64,19 @@ class SamplerWithoutSetEpoch(Rule):
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         if any(c.method == "set_epoch" for c in module.calls):
             return
-        creations = [c for c in module.calls if (c.qualname or "").endswith("DistributedSampler")]
-        if not creations:
-            return
-        loops = [loop for _, region_loops in regions(module) for loop in region_loops]
-        epoch_loops = any(inner.outer is loop for loop in loops for inner in loops) or any(
-            is_tensor_backward(c) for c in module.calls
-        )
-        if epoch_loops:
-            for creation in creations:
+        for function, loops in regions(module):
+            calls = function.calls if function is not None else top_level_calls(module)
+            # Only where the sampler is used across epochs in view: a helper that
+            # builds and returns a sampler leaves set_epoch to its caller.
+            epoch_loop = any(inner.outer is loop for loop in loops for inner in loops)
+            if not (epoch_loop or any(is_tensor_backward(c) for c in calls)):
+                continue
+            for creation in calls:
+                if not (creation.qualname or "").endswith("DistributedSampler"):
+                    continue
+                shuffle = keyword(creation.node, "shuffle")
+                if shuffle is not None and is_false(shuffle.value):
+                    continue  # a validation sampler: same order every epoch is fine
                 ctx.report(self, creation.node)
 
 
@@ -128,7 +134,8 @@ class ShuffleWithSampler(Rule):
 class NonStrictLoadIgnored(Rule):
     """## What it does
     Flags `load_state_dict(..., strict=False)` whose result (the missing and
-    unexpected keys) is thrown away.
+    unexpected keys) is thrown away, in a training script (a file that calls
+    `backward()` or has an `if __name__ == "__main__":` entry point).
 
     ## Why is this bad?
     `strict=False` turns every key mismatch into a silent no-op: a renamed
@@ -137,14 +144,16 @@ class NonStrictLoadIgnored(Rule):
 
     ## Example
     ```python
-    model.load_state_dict(state, strict=False)
+    if __name__ == "__main__":
+        model.load_state_dict(state, strict=False)
     ```
 
     ## Use instead
     ```python
-    result = model.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise RuntimeError(f"checkpoint mismatch: {result}")
+    if __name__ == "__main__":
+        result = model.load_state_dict(state, strict=False)
+        if result.missing_keys or result.unexpected_keys:
+            raise RuntimeError(f"checkpoint mismatch: {result}")
     ```
     """
 
@@ -156,10 +165,25 @@ class NonStrictLoadIgnored(Rule):
         "`load_state_dict(strict=False)` result ignored: missing and unexpected keys go unnoticed"
     )
 
+    def __init__(self) -> None:
+        self.candidates: list[ast.Call] = []
+        self.is_script = False
+
+    def visit_If(self, node: ast.If, ctx: Context) -> None:
+        if ctx.function is None and "__main__" in ctx.text(node.test):
+            self.is_script = True
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict"):
             return
         strict = keyword(node, "strict")
         if strict is not None and is_false(strict.value) and isinstance(ctx.parent, ast.Expr):
-            ctx.report(self, node)
+            self.candidates.append(node)
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        # Libraries load partial state on purpose (sharded loading, adapters,
+        # weight averaging); the silent mismatch bites in training scripts.
+        if self.is_script or any(is_tensor_backward(c) for c in module.calls):
+            for node in self.candidates:
+                ctx.report(self, node)

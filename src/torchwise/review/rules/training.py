@@ -252,7 +252,8 @@ class SchedulerBeforeOptimizer(Rule):
 @rule
 class LossAccumulatedWithGraph(Rule):
     """## What it does
-    Flags a loss or model output accumulated across loop iterations with its
+    Flags a loss or model output accumulated across the iterations of a
+    training loop (one that calls `backward()` or steps an optimizer) with its
     autograd graph attached: `total += loss`, `losses.append(loss)`,
     `outputs.append(model(x))` (outside `torch.no_grad()`).
 
@@ -294,7 +295,8 @@ class LossAccumulatedWithGraph(Rule):
     def __init__(self) -> None:
         # (function node or None, name) -> loop depth of its last plain assignment
         self.assigned_at: dict[tuple[int, str], int] = {}
-        self.candidates: list[tuple[ast.AST, str, str, int]] = []  # node, target, value, fn id
+        # (statement, target, value text, function id, the loop it runs in)
+        self.candidates: list[tuple[ast.AST, str, str, int, F.LoopFacts]] = []
 
     def _key(self, ctx: Context, name: str) -> tuple[int, str]:
         return (id(ctx.function) if ctx.function else 0, name)
@@ -326,7 +328,7 @@ class LossAccumulatedWithGraph(Rule):
         if depth is not None and depth >= len(ctx.loops):
             return  # reset inside this iteration: a per-step sum, not an accumulator
         function_id = id(ctx.function) if ctx.function else 0
-        self.candidates.append((node, name, ctx.text(value), function_id))
+        self.candidates.append((node, name, ctx.text(value), function_id, ctx.loops[-1]))
 
     def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
         self._judge(function.calls, id(function), ctx)
@@ -336,9 +338,11 @@ class LossAccumulatedWithGraph(Rule):
 
     def _judge(self, calls: list[F.CallEvent], function_id: int, ctx: Context) -> None:
         backward_texts = [ctx.text(c.node) for c in calls if is_backward(c)]
-        for node, target, value, owner in self.candidates:
+        for node, target, value, owner, loop in self.candidates:
             if owner != function_id:
                 continue
+            if not any(is_tensor_backward(c) or is_optimizer_step(c) for c in loop.calls):
+                continue  # not a training loop: e.g. terms summed inside a loss function
             if any(re.search(rf"\b{re.escape(target)}\b", text) for text in backward_texts):
                 continue  # accumulated to backward through the total: intended
             ctx.report(self, node, target=target, value=value)

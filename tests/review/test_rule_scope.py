@@ -1,0 +1,39 @@
+"""Rules whose scope is the whole file: they stay quiet in library code."""
+
+from __future__ import annotations
+
+from torchwise.review import ReviewSettings, review_source
+
+
+def _codes(source: str, code: str) -> list[int]:
+    findings = review_source(source, "lib.py", ReviewSettings(select=(code,)))
+    return [f.line for f in findings if f.code == code]
+
+
+def test_partial_load_in_library_code_is_not_flagged() -> None:
+    # Sharded loading, adapters, weight averaging: partial loads on purpose.
+    library = "def load_adapter(model, state):\n    model.load_state_dict(state, strict=False)\n"
+    assert _codes(library, "TW113") == []
+
+
+def test_partial_load_in_a_training_file_is_flagged() -> None:
+    training = (
+        "def train(model, state, loader, opt):\n"
+        "    model.load_state_dict(state, strict=False)\n"
+        "    for x in loader:\n"
+        "        opt.zero_grad()\n"
+        "        model(x).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    assert _codes(training, "TW113") == [2]
+
+
+def test_accumulating_outside_a_training_loop_is_not_flagged() -> None:
+    loss_function = (
+        "def total_loss(criterion, outputs, targets):\n"
+        "    total = 0\n"
+        "    for out, y in zip(outputs, targets):\n"
+        "        total += criterion(out, y)\n"
+        "    return total\n"
+    )
+    assert _codes(loss_function, "TW106") == []
