@@ -66,6 +66,12 @@ class GPT2(nn.Module):
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying: one (V, C) matrix, counted once
+        self.apply(_init_weights)
+        # GPT-2 scales the residual projections by 1/sqrt(2 * n_layer) so the
+        # residual stream's variance does not grow with depth.
+        for name, param in self.named_parameters():
+            if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / (2 * n_layer) ** 0.5)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)  # (T,)
@@ -73,6 +79,18 @@ class GPT2(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2's initialisation: N(0, 0.02) weights and zero biases. PyTorch's
+    defaults (N(0, 1) embeddings, tied to the LM head) give logits so large that
+    the loss at step 0 is ~40x ln(vocab) and softmax saturates."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
 
 def gpt2(**overrides: int | float) -> GPT2:
