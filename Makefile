@@ -28,10 +28,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== torchwise review $(EXAMPLE) =="
+	@echo "\n== 1. torchwise review $(EXAMPLE): the bugs in the code =="
 	$(BIN)/torchwise review $(EXAMPLE) --no-cache --exit-zero
+	@echo "\n== 2. torchwise inspect cifarnet: shapes, parameters, FLOPs, memory =="
 	$(BIN)/torchwise inspect cifarnet --config $(EXAMPLE) --depth 1
+	@echo "\n== 3. torchwise doc cifarnet --diff: the docstrings it would write =="
 	$(BIN)/torchwise doc cifarnet --config $(EXAMPLE) --diff
+	@echo "\n== 4. torchwise doctor CifarNet: health checks by running it =="
 	$(BIN)/torchwise doctor $(EXAMPLE)/model.py:CifarNet --input 'f32[8,3,32,32]'
 
 lint: $(STAMP)

@@ -137,6 +137,9 @@ def test_any_docstring_text_round_trips_through_the_literal(text: str) -> None:
 
     # what the renderer produces: cleaned, no trailing spaces, not blank
     cleaned = "\n".join(x.rstrip() for x in inspect.cleandoc(text).splitlines()).strip()
-    assume(cleaned)
+    # ast.get_docstring dedents the lines after the first; text whose continuation
+    # lines are all indented (" x") cannot survive that in any literal, and the
+    # renderer never produces it: it emits text that cleandoc leaves unchanged.
+    assume(cleaned and inspect.cleandoc(cleaned) == cleaned)
     source = f"class A:\n    {literal(cleaned, '    ', chr(10))}\n"
     assert ast.get_docstring(ast.parse(source).body[0]) == cleaned  # type: ignore[arg-type]
