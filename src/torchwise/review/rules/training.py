@@ -324,6 +324,8 @@ class LossAccumulatedWithGraph(Rule):
         name = ctx.dotted(target)
         if name is None or ctx.kind_of(value) not in (F.LOSS, F.OUTPUT):
             return
+        if re.search(rf"\b{re.escape(name)}\b", ctx.text(value)):
+            return  # `total += total / n` rescales the accumulator: no new graph joins it
         depth = self.assigned_at.get(self._key(ctx, name))
         if depth is not None and depth >= len(ctx.loops):
             return  # reset inside this iteration: a per-step sum, not an accumulator
