@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from torchwise.cli import app
-from torchwise.review import all_rules, get_rule
+from torchwise.review import all_rules
 
 AMP = "scaler = torch.cuda.amp.GradScaler()"  # TW401
 VAR = "x = torch.autograd.Variable(torch.ones(2))"  # TW403
@@ -116,7 +116,6 @@ def test_bad_config_is_a_clear_error(project: Path, body: str, message: str) -> 
     assert "Traceback" not in result.output
 
 
-@pytest.mark.skipif(get_rule("TW301") is None, reason="TW301 not written yet")
 def test_min_torch_version_from_config_and_flag(project: Path) -> None:
     (project / "load.py").write_text('import torch\nstate = torch.load("model.pt")\n')
     configure(project, 'min-torch-version = "2.4"\n')
