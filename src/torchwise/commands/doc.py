@@ -7,15 +7,11 @@ from pathlib import Path
 
 import click
 
+from torchwise.commands._target import target_options
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target")
-@click.option(
-    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
-    help="An input spec, once per forward argument: 'f32[8,3,32,32]', "
-    "'ids=i64[batch=2,seq=128]<50257'. Named dims name the symbols in Shape.",
-)  # fmt: skip
-@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
+@target_options
 @click.option("--write", "action", flag_value="write", help="Update the docstrings in place.")
 @click.option(
     "--check", "action", flag_value="check",
@@ -25,10 +21,6 @@ import click
 @click.option(
     "--markdown", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
     help="Also write a model reference page (with --check: check it is fresh).",
-)  # fmt: skip
-@click.option(
-    "--config", "config_start", type=click.Path(path_type=Path), default=None,
-    help="Where to look for pyproject.toml (default: the current directory).",
 )  # fmt: skip
 def doc(
     target: str,

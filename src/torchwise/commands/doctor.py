@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from torchwise.commands._target import target_options
+
 #: Named dims resized when the batch comes from a target's default inputs: doctor
 #: needs more than one sample (batch-independence, BatchNorm in train mode) and a
 #: short sequence keeps the overfit loop fast.
@@ -13,11 +15,7 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target")
-@click.option(
-    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
-    help="An input spec, once per forward argument: 'f32[8,3,32,32]', 'ids=i64[4,64]<50257'.",
-)  # fmt: skip
+@target_options
 @click.option(
     "--target-spec", metavar="SPEC",
     help="Labels for the loss, e.g. 'i64[8]<10' (class indices) or 'f32[8,1]'. "
@@ -64,12 +62,7 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
     help="Seconds for torch.export plus the graph-break count.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and labels.")
-@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option(
-    "--config", "config_start", type=click.Path(path_type=Path), default=None,
-    help="Where to look for pyproject.toml (default: the current directory).",
-)  # fmt: skip
 @click.pass_context
 def doctor(
     click_ctx: click.Context,

@@ -6,15 +6,11 @@ from pathlib import Path
 
 import click
 
+from torchwise.commands._target import target_options
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target")
-@click.option(
-    "--input", "-i", "inputs", multiple=True, metavar="SPEC",
-    help="An input spec, once per forward argument: 'f32[8,3,224,224]', "
-    "'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}'.",
-)  # fmt: skip
-@click.option("--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object.")
+@target_options
 @click.option(
     "--device", type=click.Choice(["meta", "cpu", "cuda"]), default="meta", show_default=True,
     help="meta runs no real compute and allocates nothing; cpu/cuda run the real forward.",
@@ -36,10 +32,6 @@ import click
 @click.option(
     "--no-training", is_flag=True,
     help="Skip the training-mode pass (backward FLOPs and training memory).",
-)  # fmt: skip
-@click.option(
-    "--config", "config_start", type=click.Path(path_type=Path), default=None,
-    help="Where to look for pyproject.toml (default: the current directory).",
 )  # fmt: skip
 def inspect(
     target: str,
