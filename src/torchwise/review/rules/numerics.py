@@ -10,6 +10,7 @@ branch does not taint the other.
 
 from __future__ import annotations
 
+import abc
 import ast
 
 from torchwise.review.context import Context
@@ -168,7 +169,7 @@ def loss_input(call: ast.Call) -> ast.expr | None:
     return None if item is None else item.value
 
 
-class _LossInputRule(Rule):
+class _LossInputRule(Rule, abc.ABC):
     """Shared handlers: track assignments, then check each loss call's input."""
 
     def __init__(self) -> None:
@@ -191,8 +192,9 @@ class _LossInputRule(Rule):
                 self.check(node, loss, self.values.tensor_kind(prediction, ctx), ctx)
         self.values.forget_in_place(node, ctx)
 
+    @abc.abstractmethod
     def check(self, call: ast.Call, loss: str, given: str | None, ctx: Context) -> None:
-        raise NotImplementedError
+        """Report when ``given`` (what fed the loss) is wrong for ``loss``."""
 
 
 @rule
