@@ -104,7 +104,6 @@ class Context:
         self.functions: list[F.FunctionFacts] = []
         self.classes: list[tuple[ast.ClassDef, bool]] = []  # (node, is an nn.Module)
         self.no_grad_depth = 0
-        self.autocast: list[str] = []
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
 

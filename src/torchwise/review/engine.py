@@ -22,13 +22,6 @@ Handler = Callable[[Any, Context], None]
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 _ENABLE_GRAD = {"torch.enable_grad", "torch.autograd.enable_grad"}
-_AUTOCAST = {
-    "torch.autocast",
-    "torch.amp.autocast",
-    "torch.cuda.amp.autocast",
-    "torch.cpu.amp.autocast",
-    "torch.amp.autocast_mode.autocast",
-}
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I)
 _FILE_NOQA = re.compile(
     r"^\s*#\s*torchwise:\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I | re.M
@@ -150,7 +143,6 @@ class _Pass:
             ast.Call: self._call,
             ast.Assign: self._assign,
             ast.AnnAssign: self._assign,
-            ast.AugAssign: self._aug_assign,
         }
 
     def run(self, tree: ast.Module) -> None:
@@ -196,9 +188,9 @@ class _Pass:
         function bodies: code may use a name imported further down."""
         for statement in body:
             if isinstance(statement, ast.Import):
-                self._import(statement, visit=False)
+                self._import(statement)
             elif isinstance(statement, ast.ImportFrom):
-                self._import_from(statement, visit=False)
+                self._import_from(statement)
             elif isinstance(statement, ast.ClassDef):
                 if any(self.ctx.is_module_base(base) for base in statement.bases):
                     self.ctx.scopes[0].module_classes.add(statement.name)
@@ -239,7 +231,7 @@ class _Pass:
         self.ctx.parents.pop()
 
     # -- bindings ----------------------------------------------------------------
-    def _import(self, node: ast.Import, visit: bool = True) -> None:
+    def _import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
                 self.ctx.bind_import(alias.asname, alias.name)
@@ -247,7 +239,7 @@ class _Pass:
                 top = alias.name.split(".", 1)[0]
                 self.ctx.bind_import(top, top)
 
-    def _import_from(self, node: ast.ImportFrom, visit: bool = True) -> None:
+    def _import_from(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return  # relative imports name the user's own code
         for alias in node.names:
@@ -275,13 +267,6 @@ class _Pass:
             return F.MODULE
         return None
 
-    def _aug_assign(self, node: ast.AugAssign) -> None:
-        self.children(node)
-        if self.ctx.loops and isinstance(node.op, ast.Add):
-            name = self.ctx.dotted(node.target)
-            if name is not None:
-                self.ctx.loops[-1].accumulations.append((node, name, node.value))
-
     # -- regions -------------------------------------------------------------------
     def _class(self, node: ast.ClassDef) -> None:
         self.visit_all(node, [*node.decorator_list, *node.bases, *node.keywords])
@@ -289,7 +274,7 @@ class _Pass:
         if is_module:
             self.ctx.scopes[-1].module_classes.add(node.name)
         self.ctx.classes.append((node, is_module))
-        self.ctx.scopes.append(_new_scope("class"))
+        self.ctx.scopes.append(Scope("class"))
         self.visit_all(node, node.body)
         self.ctx.scopes.pop()
         self.ctx.classes.pop()
@@ -309,21 +294,21 @@ class _Pass:
             in_module_class=in_module_class,
             no_grad=no_grad,
         )
-        scope = _new_scope("function")
+        scope = Scope("function")
         for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
             kind = self._kind_of_annotation(arg.annotation)
             if kind is not None:
                 scope.kinds[arg.arg] = kind
         # A nested function's body does not run where it is defined: it starts
-        # with no enclosing loop, no_grad or autocast of its own.
-        saved = (ctx.loops, ctx.no_grad_depth, ctx.autocast)
-        ctx.loops, ctx.no_grad_depth, ctx.autocast = [], int(no_grad), []
+        # with no enclosing loop or no_grad of its own.
+        saved = (ctx.loops, ctx.no_grad_depth)
+        ctx.loops, ctx.no_grad_depth = [], int(no_grad)
         ctx.functions.append(function)
         ctx.scopes.append(scope)
         self.visit_all(node, node.body)
         ctx.scopes.pop()
         ctx.functions.pop()
-        ctx.loops, ctx.no_grad_depth, ctx.autocast = saved
+        ctx.loops, ctx.no_grad_depth = saved
         ctx.module.functions.append(function)
         self.fire("leave_function", function, node)
 
@@ -350,24 +335,20 @@ class _Pass:
             return "no_grad"
         if qualname in _ENABLE_GRAD:
             return "enable_grad"
-        if qualname in _AUTOCAST:
-            return "autocast"
         return None
 
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         ctx = self.ctx
         self.visit_all(node, node.items)
-        saved = (ctx.no_grad_depth, list(ctx.autocast))
+        saved = ctx.no_grad_depth
         for item in node.items:
             kind = self._context_kind(item.context_expr)
             if kind == "no_grad":
                 ctx.no_grad_depth += 1
             elif kind == "enable_grad":
                 ctx.no_grad_depth = 0
-            elif kind == "autocast":
-                ctx.autocast.append(_autocast_dtype(ctx, item.context_expr))
         self.visit_all(node, node.body)
-        ctx.no_grad_depth, ctx.autocast = saved
+        ctx.no_grad_depth = saved
 
     def _call(self, node: ast.Call) -> None:
         ctx = self.ctx
@@ -385,7 +366,6 @@ class _Pass:
             receiver_kind=receiver_kind,
             callee_kind=ctx.kind_of(func) if isinstance(func, (ast.Name, ast.Attribute)) else None,
             no_grad=ctx.in_no_grad,
-            autocast=ctx.autocast[-1] if ctx.autocast else None,
             loop_depth=len(ctx.loops),
         )
         ctx.module.calls.append(event)
@@ -393,39 +373,4 @@ class _Pass:
             ctx.function.calls.append(event)
         for loop in ctx.loops:
             loop.calls.append(event)
-        if ctx.loops:
-            if isinstance(func, ast.Name):
-                ctx.module.called_in_loops.add(func.id)
-            elif method is not None and receiver == "self":
-                ctx.module.called_in_loops.add(method)
-            if method in {"append", "extend"} and receiver is not None and node.args:
-                statement = ctx.parent
-                if isinstance(statement, ast.Expr):
-                    ctx.loops[-1].accumulations.append((statement, receiver, node.args[0]))
         self.children(node)
-
-
-def _new_scope(kind: str) -> Scope:
-    return Scope(kind)
-
-
-def _autocast_dtype(ctx: Context, expr: ast.expr) -> str:
-    """ "float16", "bfloat16", or "default" for an autocast context expression."""
-    if isinstance(expr, ast.Call):
-        qualname = ctx.call_name(expr) or ""
-        for keyword in expr.keywords:
-            if keyword.arg == "dtype":
-                text = ctx.text(keyword.value)
-                return (
-                    "bfloat16"
-                    if "bfloat16" in text or "bf16" in text
-                    else ("float16" if "float16" in text or "half" in text else text)
-                )
-        device = next((ctx.text(k.value) for k in expr.keywords if k.arg == "device_type"), None)
-        if device is None and expr.args:
-            device = ctx.text(expr.args[0])
-        if qualname.startswith("torch.cpu.") or (device is not None and "cpu" in device):
-            return "bfloat16"  # CPU autocast defaults to bfloat16
-        if qualname.startswith("torch.cuda.") or (device is not None and "cuda" in device):
-            return "float16"  # CUDA autocast defaults to float16
-    return "unknown"  # the device is only known at run time

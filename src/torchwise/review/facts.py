@@ -35,7 +35,6 @@ class CallEvent:
     receiver_kind: str | None  # OPTIMIZER, ...
     callee_kind: str | None  # MODULE for ``model(x)``, LOSS_FN for ``criterion(out, y)``
     no_grad: bool  # inside torch.no_grad()/inference_mode() (or a decorated function)
-    autocast: str | None  # the autocast dtype text when inside autocast, else None
     loop_depth: int
 
     @property
@@ -48,12 +47,6 @@ class Region:
     node: ast.AST
     calls: list[CallEvent] = field(default_factory=list)
 
-    def calls_to(self, *methods: str) -> list[CallEvent]:
-        return [call for call in self.calls if call.method in methods]
-
-    def calls_of(self, *qualnames: str) -> list[CallEvent]:
-        return [call for call in self.calls if call.qualname in qualnames]
-
 
 @dataclass(eq=False)
 class LoopFacts(Region):
@@ -61,9 +54,6 @@ class LoopFacts(Region):
 
     outer: LoopFacts | None = None
     function: FunctionFacts | None = None
-    #: statements of the loop that accumulate into a name defined outside it
-    #: (``total += loss``, ``losses.append(out)``): (statement, target, value)
-    accumulations: list[tuple[ast.stmt, str, ast.expr]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -79,5 +69,3 @@ class FunctionFacts(Region):
 class ModuleFacts(Region):
     functions: list[FunctionFacts] = field(default_factory=list)
     loops: list[LoopFacts] = field(default_factory=list)
-    #: names of functions called (by bare name or self.name) from inside any loop
-    called_in_loops: set[str] = field(default_factory=set)
