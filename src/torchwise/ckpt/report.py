@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from torchwise import __version__
+from torchwise.sarif import REPOSITORY, sarif_log
 
 if TYPE_CHECKING:
     from torchwise.ckpt.contents import InspectResult
@@ -146,27 +146,11 @@ def scan_sarif(report: ScanReport) -> dict[str, Any]:
             "name": name,
             "shortDescription": {"text": text},
             "defaultConfiguration": {"level": level},
-            "helpUri": "https://github.com/torchwise/torchwise/blob/main/docs/ckpt.md",
+            "helpUri": f"{REPOSITORY}/blob/main/docs/ckpt.md",
         }
         for rule_id, (name, level, text) in SARIF_RULES.items()
     ]
-    return {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "torchwise",
-                        "version": __version__,
-                        "informationUri": "https://github.com/torchwise/torchwise",
-                        "rules": rules,
-                    }
-                },
-                "results": results,
-            }
-        ],
-    }
+    return sarif_log(rules, results)
 
 
 def _sarif_result(rule_id: str, f: FileScan, text: str, finding: Any) -> dict[str, Any]:

@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torchwise import __version__
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import FAMILIES, RuleInfo, all_rules, section
 from torchwise.review.runner import ReviewReport
+from torchwise.sarif import REPOSITORY, sarif_log
 
-SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-REPOSITORY = "https://github.com/torchwise/torchwise"
 DOCS_URL = f"{REPOSITORY}/blob/main/docs/rules"
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -143,28 +141,14 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, object]:
 def sarif_document(report: ReviewReport) -> dict[str, object]:
     rules = list(all_rules().values())
     index = {info.code: position for position, info in enumerate(rules)}
-    return {
-        "$schema": SCHEMA_URI,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "torchwise",
-                        "version": __version__,
-                        "semanticVersion": __version__,
-                        "informationUri": REPOSITORY,
-                        "rules": [_rule_descriptor(info) for info in rules],
-                    }
-                },
-                "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().resolve().as_uri() + "/"}},
-                "columnKind": "unicodeCodePoints",
-                "results": [_result(finding, index) for finding in report.findings],
-                "invocations": [{"executionSuccessful": True}],
-                "properties": {"families": dict(FAMILIES)},
-            }
-        ],
-    }
+    return sarif_log(
+        [_rule_descriptor(info) for info in rules],
+        [_result(finding, index) for finding in report.findings],
+        originalUriBaseIds={"%SRCROOT%": {"uri": Path.cwd().resolve().as_uri() + "/"}},
+        columnKind="unicodeCodePoints",
+        invocations=[{"executionSuccessful": True}],
+        properties={"families": dict(FAMILIES)},
+    )
 
 
 def render(report: ReviewReport, options: RenderOptions) -> str:
