@@ -118,10 +118,16 @@ _RULE_MODULES = (
     "torchwise.review.rules.amp",
     "torchwise.review.rules.loading",
     "torchwise.review.rules.modules",
+    "torchwise.review.rules.forward",
+    "torchwise.review.rules.layers",
+    "torchwise.review.rules.tensor_ops",
     "torchwise.review.rules.performance",
     "torchwise.review.rules.security",
     "torchwise.review.rules.deprecated",
+    "torchwise.review.rules.deprecated_tensor",
+    "torchwise.review.rules.deprecated_moved",
     "torchwise.review.rules.numerics",
+    "torchwise.review.rules.numerics_stable",
     "torchwise.review.rules.checkpoints",
 )
 

@@ -422,8 +422,3 @@ class CheckpointWithoutUseReentrant(Rule):
         if in_compat_code(ctx):
             return  # deliberate compatibility code for older torch
         ctx.report(self, node, fix=fix, callee=qualname.rsplit(".", 1)[-1])
-
-
-# Registers TW402, TW406-TW409 (tensor and linear-algebra APIs) and
-# TW412-TW415 (APIs that moved); split out only to keep modules short.
-from torchwise.review.rules import deprecated_moved, deprecated_tensor  # noqa: E402, F401

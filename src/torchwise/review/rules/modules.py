@@ -452,7 +452,3 @@ class RegisterBufferNonTensor(Rule):
         else:
             return
         ctx.report(self, node, kind=kind)
-
-
-# The rest of the family registers from its own modules.
-from torchwise.review.rules import forward, layers, tensor_ops  # noqa: E402, F401

@@ -397,7 +397,3 @@ class SoftmaxWithoutDim(Rule):
         if dim is None or (isinstance(dim, ast.Constant) and dim.value is None):
             assert qualname is not None
             ctx.report(self, node, callee=qualname.replace("torch.nn.functional.", "F."))
-
-
-# Registers TW501, TW503-TW507 (it imports ``producer`` from here).
-from torchwise.review.rules import numerics_stable  # noqa: E402, F401
