@@ -25,7 +25,7 @@ from doctor_bugs import BUGGY, CLEAN, Case, build  # noqa: E402
 
 from torchwise.doctor import Status, check  # noqa: E402
 from torchwise.doctor.context import primary_output  # noqa: E402
-from torchwise.doctor.loss import choose_loss  # noqa: E402
+from torchwise.losses import choose_loss  # noqa: E402
 
 
 def run_doctor(case: Case) -> tuple[str, list[str], float]:

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchwise.doctor.loss import LossChoice, choose_loss
 from torchwise.errors import TorchwiseError
+from torchwise.losses import LossChoice, choose_loss
 
 
 @dataclasses.dataclass

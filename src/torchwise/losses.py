@@ -1,4 +1,4 @@
-"""Pick a loss and build labels that fit the model's output.
+"""Pick a loss and build labels that fit a model's output (shared by doctor and tune).
 
 ``auto`` chooses cross-entropy for classifier-shaped outputs (``(B, C)`` or
 ``(B, T, C)`` with ``C >= 2``), mean squared error otherwise, and follows the
@@ -24,7 +24,7 @@ LOSS_NAMES = ("auto", "ce", "mse", "bce")
 
 @dataclass
 class LossChoice:
-    """The loss doctor uses, the labels it uses it with, and why it was picked."""
+    """The loss a check or a trial uses, the labels it uses it with, and why it was picked."""
 
     kind: str  # "ce" | "mse" | "bce" | "custom"
     name: str  # e.g. "cross_entropy over 10 classes (class dim -1)"
@@ -91,7 +91,7 @@ def choose_loss(
     """Choose a loss for ``output`` (the model's primary output) and labels for it."""
     if not output.is_floating_point():
         raise TorchwiseError(
-            f"the model's output is {output.dtype}, not floating point; doctor needs a "
+            f"the model's output is {output.dtype}, not floating point; training needs a "
             "differentiable output",
             hint="return logits or predictions from forward()",
         )
