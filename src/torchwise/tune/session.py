@@ -1,0 +1,288 @@
+"""Interleaved, adaptive timing of several training-step variants ("arms").
+
+One session measures a baseline and any number of arms on the same machine at the
+same time:
+
+1. **Warm-up.** Every arm runs ``warmup_steps`` untimed-for-comparison steps. The
+   first one is kept apart (it includes ``torch.compile``'s compile, cuDNN's
+   autotuning, lazy allocations); the others calibrate how many steps make one
+   sample of about ``target_sample_s``, so a sample is long against the timer's
+   and the scheduler's granularity.
+2. **Rounds.** Each round runs every undecided arm and the baseline once, in an
+   order shuffled by a seeded generator (no arm always follows the same
+   neighbour, whose cache or thermal state it would inherit). An arm with
+   process-wide settings (threads, TF32) first runs ``settle_steps`` untimed.
+3. **Adaptive stopping.** From ``min_rounds`` on, after every round each arm is
+   compared with the baseline (:func:`torchwise.tune.stats.compare`); an arm whose
+   verdict is settled stops being measured. The session ends when every arm is
+   settled, after ``max_rounds``, or when the next round would overrun the
+   budget (``min_rounds`` are always completed, so every arm gets a verdict).
+
+The clock is injected: tests drive sessions with a fake clock and synthetic arms,
+so no test verdict depends on wall time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from torchwise.tune.stats import Comparison, compare, iqr, median
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class Arm:
+    """A variant of the training step to time.
+
+    ``run(steps)`` runs that many steps and returns only when they are done
+    (a CUDA step synchronises). ``scope()`` enters and leaves any process-wide
+    setting the arm needs around each sample.
+    """
+
+    name: str
+    run: Callable[[int], None]
+    scope: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    settle_steps: int = 0
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """How hard to try. Defaults suit steps of milliseconds to a second."""
+
+    warmup_steps: int = 3
+    min_rounds: int = 8  # the fewest pairs for which a 99% signed-rank interval exists
+    max_rounds: int = 150
+    budget_s: float = 30.0
+    target_sample_s: float = 0.05
+    max_steps_per_sample: int = 64
+    confidence: float = 0.99
+    min_effect: float = 0.05
+    #: stop measuring an arm once its interval rules out effects larger than this
+    equivalence: float = 0.10
+    seed: int = 0
+
+
+@dataclass
+class ArmResult:
+    """Everything measured for one arm."""
+
+    name: str
+    first_step_s: float | None = None
+    #: the median warm-up step after the first, which sized the samples
+    warm_step_s: float = 0.0
+    steps_per_sample: int = 1
+    #: round index -> seconds per step in that round's sample
+    samples: dict[int, float] = field(default_factory=dict)
+    #: round index -> the baseline's seconds per step measured next to that sample
+    paired_base: dict[int, float] = field(default_factory=dict)
+    error: str | None = None
+    comparison: Comparison | None = None
+
+    @property
+    def times(self) -> list[float]:
+        return [self.samples[r] for r in sorted(self.samples)]
+
+    @property
+    def median_s(self) -> float:
+        return median(self.times) if self.samples else math.nan
+
+    @property
+    def iqr_s(self) -> tuple[float, float]:
+        return iqr(self.times) if self.samples else (math.nan, math.nan)
+
+
+@dataclass
+class SessionResult:
+    baseline: ArmResult
+    arms: dict[str, ArmResult]
+    rounds: int
+    elapsed_s: float
+    stop_reason: str
+    config: SessionConfig
+
+
+def paired(arm: ArmResult) -> tuple[list[float], list[float]]:
+    """The arm's times and the baseline's times measured right beside them."""
+    rounds = sorted(arm.samples)
+    return [arm.samples[r] for r in rounds], [arm.paired_base[r] for r in rounds]
+
+
+def _one_line(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class _Timer:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def time_steps(self, arm: Arm, steps: int, settle: int = 0) -> float:
+        """Seconds for ``steps`` steps of ``arm`` inside its scope, after ``settle`` untimed."""
+        with arm.scope():
+            if settle:
+                arm.run(settle)
+            start = self.clock()
+            arm.run(steps)
+            return self.clock() - start
+
+
+def _warm_up(
+    arm: Arm, result: ArmResult, timer: _Timer, config: SessionConfig, steps_per_sample: int
+) -> None:
+    """Run the warm-up steps and choose how many steps make one of the arm's samples.
+
+    Every arm uses the baseline's ``steps_per_sample``: the mean of 3 steps and the
+    mean of 4 have differently skewed distributions when steps are sometimes
+    pre-empted, which would bias a rank comparison of two equal arms. Only an
+    arm so slow that its samples would take over 4x the target gets fewer.
+    """
+    times = [timer.time_steps(arm, 1) for _ in range(max(1, config.warmup_steps))]
+    result.first_step_s = times[0]
+    steady = times[1:] or times
+    per_step = max(median(steady), 1e-9)
+    result.warm_step_s = per_step
+    longest = max(1, math.floor(4 * config.target_sample_s / per_step))
+    result.steps_per_sample = min(steps_per_sample, longest)
+
+
+def _calibrate(per_step_s: float, config: SessionConfig) -> int:
+    wanted = math.ceil(config.target_sample_s / max(per_step_s, 1e-9))
+    return max(1, min(config.max_steps_per_sample, wanted))
+
+
+def run_session(
+    baseline: Arm,
+    arms: Sequence[Arm],
+    config: SessionConfig = SessionConfig(),
+    *,
+    clock: Clock = time.perf_counter,
+    on_round: Callable[[int], None] | None = None,
+) -> SessionResult:
+    """Measure ``arms`` against ``baseline``, interleaved, until settled or out of budget.
+
+    An arm that raises is recorded with its error and leaves the session; the
+    baseline raising is re-raised (nothing can be compared without it).
+    """
+    timer = _Timer(clock)
+    rng = random.Random(config.seed)
+    start = clock()
+    base_result = ArmResult(baseline.name)
+    _warm_up(baseline, base_result, timer, config, config.max_steps_per_sample)
+    steps_per_sample = _calibrate(base_result.warm_step_s, config)
+    base_result.steps_per_sample = steps_per_sample
+    results: dict[str, ArmResult] = {}
+    active: list[Arm] = []
+    for arm in arms:
+        result = results[arm.name] = ArmResult(arm.name)
+        try:
+            _warm_up(arm, result, timer, config, steps_per_sample)
+        except Exception as exc:  # a knob that breaks the step is a result, not a crash
+            result.error = _one_line(exc)
+            continue
+        active.append(arm)
+
+    rounds, stop_reason = 0, "every arm settled"
+    looks = look_schedule(config.min_rounds, config.max_rounds)
+    round_cost = _round_cost(base_result, [results[a.name] for a in active])
+    while active:
+        elapsed = clock() - start
+        if rounds >= config.max_rounds:
+            stop_reason = f"reached {config.max_rounds} rounds"
+            break
+        if rounds >= config.min_rounds and elapsed + round_cost > config.budget_s:
+            stop_reason = f"time budget of {config.budget_s:g} s"
+            break
+        rng.shuffle(active)
+        round_start = clock()
+        for arm in active:
+            result = results[arm.name]
+            pair = [(baseline, base_result), (arm, result)]
+            if rng.random() < 0.5:
+                pair.reverse()
+            measured: dict[str, float] = {}
+            for member, member_result in pair:
+                try:
+                    seconds = timer.time_steps(
+                        member, member_result.steps_per_sample, member.settle_steps
+                    )
+                except Exception as exc:
+                    if member is baseline:
+                        raise
+                    result.error = _one_line(exc)
+                    break
+                measured[member.name] = seconds / member_result.steps_per_sample
+            if result.error is None:
+                result.samples[rounds] = measured[arm.name]
+                result.paired_base[rounds] = measured[baseline.name]
+                base_result.samples[len(base_result.samples)] = measured[baseline.name]
+        round_cost = clock() - round_start
+        rounds += 1
+        active = [a for a in active if results[a.name].error is None]
+        if rounds in looks:
+            active = [a for a in active if not _settled(results[a.name], config)]
+        if on_round is not None:
+            on_round(rounds)
+    else:
+        if rounds == 0:
+            stop_reason = "no arm to compare"
+
+    for result in results.values():
+        if result.error is None and result.samples:
+            arm_t, base_t = paired(result)
+            result.comparison = compare(
+                arm_t,
+                base_t,
+                confidence=look_confidence(config),
+                min_effect=config.min_effect,
+                equivalence=config.equivalence,
+            )
+    return SessionResult(base_result, results, rounds, clock() - start, stop_reason, config)
+
+
+def look_schedule(first: int, last: int, growth: float = 1.2) -> frozenset[int]:
+    """The round counts after which arms are tested: ``first``, then about 20% apart.
+
+    Testing after every round would give a null arm dozens of chances to look
+    significant by luck; a geometric schedule keeps the number of looks
+    logarithmic in the rounds run (about 16 looks up to 150 rounds).
+    """
+    looks, n = set(), float(first)
+    while round(n) < last:
+        looks.add(round(n))
+        n = max(n * growth, round(n) + 1)
+    looks.add(last)
+    return frozenset(looks)
+
+
+def look_confidence(config: SessionConfig) -> float:
+    """The confidence of each look, so that all looks together err with at most 1 - confidence.
+
+    Bonferroni over the look schedule: conservative, but it needs no assumption
+    about how the looks' statistics correlate.
+    """
+    looks = len(look_schedule(config.min_rounds, config.max_rounds))
+    return 1 - (1 - config.confidence) / looks
+
+
+def _settled(result: ArmResult, config: SessionConfig) -> bool:
+    arm_t, base_t = paired(result)
+    level = look_confidence(config)
+    return compare(
+        arm_t,
+        base_t,
+        confidence=level,
+        min_effect=config.min_effect,
+        equivalence=config.equivalence,
+    ).settled
+
+
+def _round_cost(base: ArmResult, others: Sequence[ArmResult]) -> float:
+    """Seconds the first round should take, from the warm-up; later rounds use the last."""
+    return sum(r.steps_per_sample * r.warm_step_s for r in (base, *others))
