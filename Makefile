@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/doc_speed.py
 	$(BIN)/python bench/doctor_catalogue.py
 	$(BIN)/python bench/ckpt_scan.py
+	$(BIN)/python bench/install_footprint.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .torchwise_cache \
