@@ -30,9 +30,7 @@ def find_blocks(model: nn.Module) -> tuple[str, list[str]]:
     """(description, qualified names of the blocks to checkpoint); empty when none fit."""
     modules = dict(model.named_modules())
     counts = Counter(
-        type(m)
-        for name, m in modules.items()
-        if name and _user_defined(type(m)) and _has_params(m)
+        type(m) for name, m in modules.items() if name and _user_defined(type(m)) and _has_params(m)
     )
     for cls, count in counts.most_common():
         if count < 2:
@@ -70,7 +68,7 @@ def _wrap(block: nn.Module) -> None:
             return original(*args, **kwargs)
         return checkpoint(original, *args, use_reentrant=False, **kwargs)
 
-    block.forward = forward  # type: ignore[method-assign]
+    block.forward = forward
 
 
 def _user_defined(cls: type) -> bool:

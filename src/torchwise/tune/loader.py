@@ -15,15 +15,20 @@ arguments), or a lone tensor (no target: the loss picker makes one).
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from torchwise.errors import TorchwiseError
+from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.tune.step import Batch, map_tensors
 
 _LABEL_KEYS = ("labels", "label", "target", "targets", "y")
@@ -159,20 +164,61 @@ class LoaderSource:
 
 def load_loader(reference: str) -> LoaderSource:
     """``file.py:make_loader`` or ``package.module:make_loader`` -> a LoaderSource."""
-    from torchwise.target import resolve_callable
-
-    factory: Callable[[], Any] = resolve_callable(reference, what="loader")
+    factory = load_reference(reference, what="--loader")
+    if not callable(factory):
+        raise TorchwiseError(f"--loader {reference}: {type(factory).__name__} is not callable")
     try:
         loader = factory()
     except Exception as exc:
-        from torchwise.tune.errors import user_code_error
-
-        raise user_code_error(exc, doing=f"calling {reference}") from None
+        raise UserCodeError.from_exception(exc, doing=f"calling {reference}") from None
     if not isinstance(loader, DataLoader):
         raise TorchwiseError(
             f"{reference} returned {type(loader).__name__}, not a torch.utils.data.DataLoader"
         )
     return LoaderSource(loader, reference)
+
+
+def load_reference(reference: str, *, what: str) -> Any:
+    """The object ``path/to/file.py:name`` or ``package.module:name`` names.
+
+    A file is imported under a private module name with its directory on
+    ``sys.path`` (so it can import its siblings), as model targets are.
+    """
+    module_ref, sep, attr = reference.rpartition(":")
+    if not sep or not module_ref or not attr:
+        raise TorchwiseError(f"{what} {reference!r} is not 'file.py:name' or 'package.module:name'")
+    is_file = module_ref.endswith(".py") or "/" in module_ref or os.sep in module_ref
+    if is_file:
+        path = Path(module_ref).resolve()
+        if not path.is_file():
+            raise TorchwiseError(f"{what}: file not found: {module_ref}")
+        stem = re.sub(r"\W", "_", path.stem)
+        name = f"_torchwise_tune_{stem}_{abs(hash(str(path))):x}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TorchwiseError(f"{what}: cannot import {module_ref}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # workers unpickle datasets by module name
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[name]
+            raise UserCodeError.from_exception(exc, doing=f"importing {module_ref}") from None
+        finally:
+            sys.path.remove(str(path.parent))
+    else:
+        try:
+            module = importlib.import_module(module_ref)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_ref.startswith(exc.name):
+                raise TorchwiseError(f"{what}: no module named {module_ref!r}") from None
+            raise UserCodeError.from_exception(exc, doing=f"importing {module_ref}") from None
+        except Exception as exc:
+            raise UserCodeError.from_exception(exc, doing=f"importing {module_ref}") from None
+    if not hasattr(module, attr):
+        raise TorchwiseError(f"{what}: {module_ref} has no attribute {attr!r}")
+    return getattr(module, attr)
 
 
 def worker_candidates(cores: int | None = None) -> list[int]:

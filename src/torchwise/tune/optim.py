@@ -47,7 +47,7 @@ class OptimizerSpec:
             return False
 
     def call_text(self, params: str = "model.parameters()", **extra: Any) -> str:
-        """The constructor call as source code, e.g. ``torch.optim.AdamW(model.parameters(), lr=0.001)``."""
+        """The constructor call as source: ``torch.optim.AdamW(model.parameters(), lr=0.001)``."""
         kwargs = {**self.kwargs, **extra}
         args = ", ".join([params, *(f"{k}={v!r}" for k, v in kwargs.items())])
         return f"{self.name}({args})"
@@ -86,9 +86,7 @@ def _resolve_class(name: str) -> type[torch.optim.Optimizer]:
     module_name, _, attr = name.rpartition(".")
     if not module_name:
         known = ", ".join(sorted(_BUILTIN))
-        raise TorchwiseError(
-            f"unknown optimizer {name!r}", hint=f"one of {known}, or module.Class"
-        )
+        raise TorchwiseError(f"unknown optimizer {name!r}", hint=f"one of {known}, or module.Class")
     try:
         value = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -119,7 +117,9 @@ def _parse_options(options: str, text: str) -> dict[str, Any]:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside brackets: ``lr=1e-3,betas=(0.9,0.95)`` -> two items."""
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in "([{":
             depth += 1

@@ -12,11 +12,14 @@ same time:
    order shuffled by a seeded generator (no arm always follows the same
    neighbour, whose cache or thermal state it would inherit). An arm with
    process-wide settings (threads, TF32) first runs ``settle_steps`` untimed.
-3. **Adaptive stopping.** From ``min_rounds`` on, after every round each arm is
-   compared with the baseline (:func:`torchwise.tune.stats.compare`); an arm whose
+3. **Adaptive stopping.** At the looks of a geometric schedule (rounds 12, 14,
+   17, 21, ...) each arm is compared with the baseline
+   (:func:`torchwise.tune.stats.compare`) at a Bonferroni-adjusted confidence, so
+   that all the looks together keep the promised error rate; an arm whose
    verdict is settled stops being measured. The session ends when every arm is
    settled, after ``max_rounds``, or when the next round would overrun the
-   budget (``min_rounds`` are always completed, so every arm gets a verdict).
+   budget (the first look's rounds are always completed, so every arm gets a
+   verdict).
 
 The clock is injected: tests drive sessions with a fake clock and synthetic arms,
 so no test verdict depends on wall time.
@@ -33,7 +36,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from torchwise.tune.stats import Comparison, compare, iqr, median
+from torchwise.tune.stats import Comparison, compare, iqr, median, min_pairs
 
 Clock = Callable[[], float]
 
@@ -58,7 +61,7 @@ class SessionConfig:
     """How hard to try. Defaults suit steps of milliseconds to a second."""
 
     warmup_steps: int = 3
-    min_rounds: int = 8  # the fewest pairs for which a 99% signed-rank interval exists
+    min_rounds: int = 8  # raised to what the per-look confidence needs (12 at 99%)
     max_rounds: int = 150
     budget_s: float = 30.0
     target_sample_s: float = 0.05
@@ -189,14 +192,15 @@ def run_session(
         active.append(arm)
 
     rounds, stop_reason = 0, "every arm settled"
-    looks = look_schedule(config.min_rounds, config.max_rounds)
+    first_look = first_round(config)
+    looks = look_schedule(first_look, config.max_rounds)
     round_cost = _round_cost(base_result, [results[a.name] for a in active])
     while active:
         elapsed = clock() - start
         if rounds >= config.max_rounds:
             stop_reason = f"reached {config.max_rounds} rounds"
             break
-        if rounds >= config.min_rounds and elapsed + round_cost > config.budget_s:
+        if rounds >= first_look and elapsed + round_cost > config.budget_s:
             stop_reason = f"time budget of {config.budget_s:g} s"
             break
         rng.shuffle(active)
@@ -265,10 +269,16 @@ def look_confidence(config: SessionConfig) -> float:
     """The confidence of each look, so that all looks together err with at most 1 - confidence.
 
     Bonferroni over the look schedule: conservative, but it needs no assumption
-    about how the looks' statistics correlate.
+    about how the looks' statistics correlate. 16 looks at 99% overall make each
+    look a 99.94% interval.
     """
     looks = len(look_schedule(config.min_rounds, config.max_rounds))
     return 1 - (1 - config.confidence) / looks
+
+
+def first_round(config: SessionConfig) -> int:
+    """``min_rounds``, raised to the fewest pairs for which a per-look interval exists."""
+    return max(config.min_rounds, min_pairs(look_confidence(config)))
 
 
 def _settled(result: ArmResult, config: SessionConfig) -> bool:

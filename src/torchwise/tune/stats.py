@@ -30,7 +30,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 #: Above this many pairs the signed-rank null distribution is replaced by its
 #: normal approximation (with continuity correction); exact below.
@@ -65,7 +65,7 @@ def iqr(values: Sequence[float]) -> tuple[float, float]:
     return quantile(values, 0.25), quantile(values, 0.75)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _signed_rank_cdf(n: int) -> tuple[float, ...]:
     """P(T <= t) for t = 0..n(n+1)/2, T the signed-rank statistic of n pairs under H0.
 
@@ -230,7 +230,7 @@ def compare(
     ratio, ci_low, ci_high = math.exp(estimate), _exp(low), _exp(high)
     p_value = signed_rank_p_value(diffs)
     faster_edge, slower_edge = 1 / (1 + min_effect), 1 + min_effect
-    level = f"{confidence:.0%} CI"
+    level = f"{format_confidence(confidence)} CI"
     n = len(diffs)
     if ci_high < 1 and ratio <= faster_edge:
         verdict, settled = Verdict.FASTER, True
@@ -255,6 +255,21 @@ def compare(
     return Comparison(
         n, ratio, ci_low, ci_high, confidence, p_value, min_effect, verdict, settled, reason
     )
+
+
+def format_confidence(confidence: float) -> str:
+    """0.99 -> "99%", 0.999375 -> "99.94%"."""
+    text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def min_pairs(confidence: float) -> int:
+    """The fewest pairs for which a signed-rank interval at ``confidence`` exists.
+
+    With n pairs the most extreme outcome (all signs alike) has probability
+    2 * 2**-n; an interval exists once that is at most 1 - confidence.
+    """
+    return math.ceil(math.log2(2 / (1 - confidence)))
 
 
 def _exp(value: float) -> float:

@@ -163,12 +163,17 @@ def global_settings(settings: StepSettings, device: torch.device) -> Iterator[No
         torch.backends.cudnn.benchmark = saved_benchmark
 
 
+def _cudnn_conv() -> Any:
+    # torch.backends.cudnn.conv exists from torch 2.9 on; its stubs do not declare it.
+    return torch.backends.cudnn.conv  # type: ignore[attr-defined]
+
+
 def _tf32_state() -> tuple[Any, ...]:
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         return (
             "precision",
             torch.backends.cuda.matmul.fp32_precision,
-            torch.backends.cudnn.conv.fp32_precision,
+            _cudnn_conv().fp32_precision,
         )
     return ("allow", torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
 
@@ -179,7 +184,7 @@ def _set_tf32(enabled: bool) -> None:
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         value = "tf32" if enabled else "ieee"
         torch.backends.cuda.matmul.fp32_precision = value
-        torch.backends.cudnn.conv.fp32_precision = value
+        _cudnn_conv().fp32_precision = value
     else:
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
@@ -188,7 +193,7 @@ def _set_tf32(enabled: bool) -> None:
 def _restore_tf32(state: tuple[Any, ...]) -> None:
     if state[0] == "precision":
         torch.backends.cuda.matmul.fp32_precision = state[1]
-        torch.backends.cudnn.conv.fp32_precision = state[2]
+        _cudnn_conv().fp32_precision = state[2]
     else:
         torch.backends.cuda.matmul.allow_tf32 = state[1]
         torch.backends.cudnn.allow_tf32 = state[2]
@@ -374,9 +379,9 @@ class _GraphedStep:
         self.owner = owner
         first = owner.next_batch()
         self.static = Batch(*map_tensors((first.args, first.kwargs, first.target), torch.clone))
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # type: ignore[arg-type]
+        with torch.cuda.stream(stream):
             for _ in range(3):
                 owner.zero_grad()
                 owner.backward(owner.forward_loss(self.static))
