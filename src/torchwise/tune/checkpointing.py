@@ -42,8 +42,9 @@ def find_blocks(model: nn.Module) -> tuple[str, list[str]]:
     best: list[str] = []
     for name, m in modules.items():
         if isinstance(m, (nn.Sequential, nn.ModuleList)):
-            children = [f"{name}.{c}" if name else c for c, sub in m.named_children()
-                        if _has_params(sub)]  # fmt: skip
+            children = [
+                f"{name}.{c}" if name else c for c, sub in m.named_children() if _has_params(sub)
+            ]
             if len(children) > len(best):
                 best = children
     if len(best) >= 2:

@@ -168,10 +168,13 @@ def _fp16(facts: Facts) -> list[Candidate]:
 def _optimizer_impls(facts: Facts) -> list[Candidate]:
     out = []
     for impl, title, why in (
-        ("foreach", "foreach optimizer", "One multi-tensor kernel per operation instead of a "
-         "Python loop over parameters."),
+        (
+            "foreach",
+            "foreach optimizer",
+            "One multi-tensor kernel per operation instead of a Python loop over parameters.",
+        ),
         ("fused", "fused optimizer", "The whole update in one fused kernel per parameter group."),
-    ):  # fmt: skip
+    ):
         knob = Knob(
             f"{impl}-optimizer",
             f"{title} ({impl}=True)",
@@ -224,8 +227,11 @@ def _threads(facts: Facts) -> list[Candidate]:
 
 def _compile(facts: Facts) -> list[Candidate]:
     backend = facts.compile_backend
-    line = "model = torch.compile(model)" if backend == "inductor" else (
-        f'model = torch.compile(model, backend="{backend}")')  # fmt: skip
+    line = (
+        "model = torch.compile(model)"
+        if backend == "inductor"
+        else (f'model = torch.compile(model, backend="{backend}")')
+    )
     knob = Knob(
         "compile",
         "torch.compile" + ("" if backend == "inductor" else f" (backend={backend})"),

@@ -125,8 +125,9 @@ class LoaderSource:
             **settings.kwargs(),
         }
         if self.is_iterable or dl.batch_sampler is None:
-            built = DataLoader(dl.dataset, batch_size=dl.batch_size, drop_last=dl.drop_last,
-                               **common)  # fmt: skip
+            built = DataLoader(
+                dl.dataset, batch_size=dl.batch_size, drop_last=dl.drop_last, **common
+            )
         else:
             built = DataLoader(dl.dataset, batch_sampler=dl.batch_sampler, **common)
         self._loaders[settings] = built
@@ -233,6 +234,7 @@ def worker_candidates(cores: int | None = None) -> list[int]:
 
 
 def pin(batch: Batch) -> Batch:
-    args, kwargs, target = map_tensors((batch.args, batch.kwargs, batch.target),
-                                       lambda t: t.pin_memory())  # fmt: skip
+    args, kwargs, target = map_tensors(
+        (batch.args, batch.kwargs, batch.target), lambda t: t.pin_memory()
+    )
     return Batch(args, kwargs, target)

@@ -72,7 +72,7 @@ def canonical_loop(
     loader_line: str,
     forward_call: str = "model(inputs)",
     header: str = "for inputs, target in loader:",
-    to_device: str = "inputs, target = inputs.to(device), target.to(device)",
+    to_device: tuple[str, ...] = ("inputs, target = inputs.to(device), target.to(device)",),
 ) -> Loop:
     """The loop for a workload, e.g. ``model_call="Net()"``, ``loss_line="loss = ..."``."""
     return Loop(
@@ -81,7 +81,7 @@ def canonical_loop(
         optimizer=(f"optimizer = {optimizer_call}",),
         loader=(loader_line,),
         header=header,
-        to_device=(to_device,),
+        to_device=to_device,
         forward=(f"output = {forward_call}", loss_line),
     )
 

@@ -20,10 +20,23 @@ import torch
 from torchwise.errors import TorchwiseError
 
 #: Lower-case spellings users type -> torch.optim class names.
-_BUILTIN = {name.lower(): name for name in (
-    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
-    "ASGD", "Rprop", "Adafactor",
-)}  # fmt: skip
+_BUILTIN = {
+    name.lower(): name
+    for name in (
+        "SGD",
+        "Adam",
+        "AdamW",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "NAdam",
+        "RAdam",
+        "RMSprop",
+        "ASGD",
+        "Rprop",
+        "Adafactor",
+    )
+}
 
 
 @dataclass(frozen=True)

@@ -349,6 +349,14 @@ class TrainingStep:
         self.optimizer_step()
         return loss.detach()
 
+    def step_on(self, batch: Batch) -> torch.Tensor:
+        """One step on the given host batch (the correctness check feeds every arm the same)."""
+        saved, self.batches = self.batches, itertools.repeat(batch)
+        try:
+            return self.step()
+        finally:
+            self.batches = saved
+
     def run(self, steps: int) -> None:
         """``steps`` steps, then wait for the device: the unit the session times."""
         loss = None
