@@ -153,7 +153,7 @@ _LIBRARY_ROOTS = tuple(
 _STEP_FILE = os.path.normcase(os.path.join(os.path.dirname(__file__), "step.py"))
 
 
-def _issuer(stack: traceback.StackSummary) -> str:
+def _issuer(stack: list[traceback.FrameSummary]) -> str:
     """``file:line`` of the user's code that issued an op, or the part of torch that did.
 
     Only frames inside the training step count (below torchwise's step code):
