@@ -64,7 +64,7 @@ class SessionConfig:
     min_rounds: int = 8  # raised to what the per-look confidence needs (12 at 99%)
     max_rounds: int = 150
     budget_s: float = 30.0
-    target_sample_s: float = 0.05
+    target_sample_s: float = 0.01
     max_steps_per_sample: int = 64
     confidence: float = 0.99
     min_effect: float = 0.05
@@ -156,7 +156,7 @@ def _warm_up(
 
 
 def _calibrate(per_step_s: float, config: SessionConfig) -> int:
-    wanted = math.ceil(config.target_sample_s / max(per_step_s, 1e-9))
+    wanted = math.ceil(config.target_sample_s / max(per_step_s, 1e-9) - 1e-9)
     return max(1, min(config.max_steps_per_sample, wanted))
 
 
