@@ -19,6 +19,8 @@ from torchwise.tune.session import (
 from torchwise.tune.stats import Verdict
 
 sys.path.insert(0, str(Path(__file__).parent))
+import itertools
+
 from synthetic import FakeClock, NoisyMachine
 
 
@@ -109,7 +111,7 @@ def test_the_first_look_waits_for_enough_pairs() -> None:
     assert first_round(config) == 12
     looks = sorted(look_schedule(first_round(config), config.max_rounds))
     assert looks[0] == 12 and looks[-1] == config.max_rounds
-    assert all(b / a <= 1.25 for a, b in zip(looks, looks[1:], strict=False))
+    assert all(b / a <= 1.25 for a, b in itertools.pairwise(looks))
     assert 1 - look_confidence(config) == pytest.approx(0.01 / len(look_schedule(8, 150)))
 
 
@@ -135,9 +137,7 @@ def repeated_runs() -> dict[str, collections.Counter[Verdict]]:
     Per step: 20% log-normal jitter, 8% of steps pre-empted for 2-5x their time,
     and a machine-wide load factor jumping between 1x and 2.5x every 0.1-2 s.
     """
-    verdicts: dict[str, collections.Counter[Verdict]] = collections.defaultdict(
-        collections.Counter
-    )
+    verdicts: dict[str, collections.Counter[Verdict]] = collections.defaultdict(collections.Counter)
     for seed in SEEDS:
         machine = NoisyMachine(seed=seed, jitter=0.2, spike_p=0.08, max_load=2.5)
         arms = [

@@ -94,7 +94,9 @@ def test_format_confidence() -> None:
     assert format_confidence(0.999375) == "99.94%"
 
 
-def _times(seed: int, n: int, effect: float, jitter: float = 0.2) -> tuple[list[float], list[float]]:
+def _times(
+    seed: int, n: int, effect: float, jitter: float = 0.2
+) -> tuple[list[float], list[float]]:
     rng = random.Random(seed)
     base = [0.01 * math.exp(rng.gauss(0, jitter)) for _ in range(n)]
     arm = [0.01 * effect * math.exp(rng.gauss(0, jitter)) for _ in range(n)]

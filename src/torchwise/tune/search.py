@@ -112,7 +112,7 @@ def loosest(knobs: Sequence[Knob]) -> Tolerance:
     """The tolerance of a combination: bf16 plus a fused optimizer drifts like bf16."""
     tolerances = [k.tolerance for k in knobs]
     widest = max(tolerances, key=lambda t: t.loss_rtol)
-    return Tolerance(widest.loss_rtol, min(t.update_cosine for t in tolerances), widest.why)
+    return Tolerance(widest.loss_rtol, max(t.update_rtol for t in tolerances), widest.why)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -132,7 +132,10 @@ def _settle_steps(settings: Sequence[StepSettings]) -> int:
 
 
 def _arm(name: str, step: TrainingStep, settle: int) -> Arm:
-    return Arm(name, step.run, step.scope, settle)
+    return Arm(name, step.run, step.scope, settle, info=step.settings)
+
+
+SessionRunner = Callable[[Arm, list[Arm], SessionConfig], SessionResult]
 
 
 def _memory(step: TrainingStep) -> StepMemory | None:
@@ -157,12 +160,14 @@ class Search:
         *,
         notify: Notify = lambda _: None,
         clock: Callable[[], float] = time.perf_counter,
+        runner: SessionRunner = run_session,
     ) -> None:
         self.workload = workload
         self.knobs = list(knobs)
         self.config = config
         self.notify = notify
         self.clock = clock
+        self.runner = runner
         self.reference = Reference(workload)
         self.start = clock()
 
@@ -220,7 +225,7 @@ class Search:
             config = dataclasses.replace(
                 self.config.session, budget_s=budget_s, seed=self.config.seed + stage
             )
-            session = run_session(
+            session = self.runner(
                 _arm("baseline", base_step, settle),
                 [_arm(knob_id, step, settle) for knob_id, step in steps.items()],
                 config,
@@ -267,7 +272,7 @@ class Search:
         confirmation = None
         if len(accepted) >= 2:
             self.notify("confirming the combination against the baseline")
-            confirmation = run_session(
+            confirmation = self.runner(
                 _arm("baseline", TrainingStep(self.workload), 1),
                 [_arm("combined", TrainingStep(self.workload, settings_for(incumbent)), 1)],
                 dataclasses.replace(

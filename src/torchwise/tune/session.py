@@ -54,6 +54,8 @@ class Arm:
     run: Callable[[int], None]
     scope: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     settle_steps: int = 0
+    #: what the arm runs (tune puts its StepSettings here), for reports and tests
+    info: object = None
 
 
 @dataclass(frozen=True)
