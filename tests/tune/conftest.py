@@ -10,6 +10,16 @@ from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.step import Workload
 
 
+@pytest.fixture(autouse=True)
+def one_thread():  # type: ignore[no-untyped-def]
+    """One intra-op thread: on a busy 2-core machine running 2 test workers, two
+    OpenMP threads per worker make millisecond ops take 30 ms at barriers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 class TinyCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
