@@ -30,6 +30,7 @@ import torch
 
 from torchwise.tune.memory import available_memory, live_training_state, measure_step_memory
 from torchwise.tune.report import fmt_bytes, fmt_time
+from torchwise.tune.stats import median
 from torchwise.tune.step import Batch, StepSettings, TrainingStep, Workload, map_tensors
 
 VERIFY_STEPS = 10
@@ -133,7 +134,7 @@ def search_batch_size(
     budget: int,
     headroom: float = 0.2,
     cap: int | None = None,
-    probe_steps: int = 3,
+    probe_steps: int = 8,
     max_doublings: int = 16,
 ) -> tuple[list[SizeRun], list[SizeRun], int | None, str]:
     """(probes, verifications, pick, reason): the algorithm of the module docstring."""
@@ -265,10 +266,17 @@ def _real_run(workload: Workload, size: int, steps: int, dim: int) -> SizeRun:
                 step.step, step.device, lambda: live_training_state(step.module, step.optimizer)
             )
             peak = memory.peak
-            started = time.perf_counter()
-            timed = max(1, steps - 2)
-            step.run(timed)
-            seconds = (time.perf_counter() - started) / timed
+            # Time single steps (median: robust to a pre-empted one) for up to
+            # ``steps`` steps or a quarter of a second, whichever comes first.
+            times: list[float] = []
+            deadline = time.perf_counter() + 0.25
+            for _ in range(max(1, steps - 2)):
+                started = time.perf_counter()
+                step.run(1)
+                times.append(time.perf_counter() - started)
+                if started > deadline and len(times) >= 3:
+                    break
+            seconds = median(times)
             if not math.isfinite(step.last_loss()):
                 return SizeRun(size, False, steps, peak, seconds, "non-finite loss")
             if step.device.type == "cuda":

@@ -122,8 +122,14 @@ def _steepest(lrs: list[float], smoothed: list[float], end: int) -> float | None
     return best
 
 
-def analyse_curve(lrs: list[float], losses: list[float]) -> CurveAnalysis:
-    """Pick a learning rate from a range test's curve, or refuse (module docstring)."""
+def analyse_curve(
+    lrs: list[float], losses: list[float], *, diverged: bool = False
+) -> CurveAnalysis:
+    """Pick a learning rate from a range test's curve, or refuse (module docstring).
+
+    ``diverged``: the test stopped because the loss blew up, so a minimum near the
+    end of the curve is the last point before divergence, not a curve still falling.
+    """
     n = len(losses)
     if n < 10:
         return CurveAnalysis(None, "none", f"too few points ({n}) for a curve", losses, 0, 0, None)
@@ -182,7 +188,7 @@ def analyse_curve(lrs: list[float], losses: list[float]) -> CurveAnalysis:
         f"steepest descent of the smoothed loss (drop {drop:.3g}, noise {noise:.3g}); "
         f"the pick moves {spread:.2f} decades across smoothings and subsamples"
     )
-    still_falling = imin >= n - head
+    still_falling = imin >= n - head and not diverged
     if still_falling:
         confidence = "low"
         reason += "; the loss still falls at the largest rate tried (raise the maximum lr)"
@@ -231,4 +237,5 @@ def lr_range_test(
         if workload.loader is not None
         else ("one fixed synthetic batch (pass --loader for real data)")
     )
-    return LRResult(lrs, losses, analyse_curve(lrs, losses), data, diverged_at)
+    analysis = analyse_curve(lrs, losses, diverged=diverged_at is not None)
+    return LRResult(lrs, losses, analysis, data, diverged_at)
