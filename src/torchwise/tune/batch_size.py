@@ -121,8 +121,15 @@ class BatchSizeResult:
         lines.append(
             f"  pick: {self.pick}: {self.reason}" if self.pick else f"  no pick: {self.reason}"
         )
-        if self.knee is not None and self.pick is not None and self.knee < self.pick:
-            lines.append(f"  throughput is within 5% of its best from batch size {self.knee} on")
+        rates = [(r.samples_per_s, r.size) for r in self.probes if r.ok and r.samples_per_s]
+        if rates:
+            best_rate, best_size = max(rates)
+            line = (
+                f"  best measured throughput: {best_rate:,.0f} samples/s at batch size {best_size}"
+            )
+            if self.knee is not None and self.knee < best_size:
+                line += f" (within 5% of it from {self.knee})"
+            lines.append(line)
         return lines
 
 

@@ -20,6 +20,7 @@ import importlib.util
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,15 +139,22 @@ class LoaderSource:
         settings = settings or self.user_settings
         iterator = self._iterators.get(settings)
         if iterator is None:
-            iterator = self._iterators[settings] = iter(self.build(settings))
+            iterator = self._iterators[settings] = self._start(settings)
         try:
             return next(iterator)
         except StopIteration:
-            iterator = self._iterators[settings] = iter(self.build(settings))
+            iterator = self._iterators[settings] = self._start(settings)
             try:
                 return next(iterator)
             except StopIteration:
                 raise TorchwiseError(f"the loader from {self.origin} yields no batches") from None
+
+    def _start(self, settings: LoaderSettings) -> Iterator[Any]:
+        with warnings.catch_warnings():
+            # More workers than cores is deliberate here (I/O-bound datasets gain
+            # from it); the measurement, not DataLoader's rule of thumb, decides.
+            warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+            return iter(self.build(settings))
 
     def batches(self, settings: LoaderSettings | None, device: torch.device) -> Iterator[Batch]:
         while True:
