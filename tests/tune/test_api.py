@@ -34,10 +34,16 @@ def documented_schema() -> dict[str, object]:
 def cnn_report() -> TuneReport:
     torch.manual_seed(0)
     return tune(
-        TinyCNN(), torch.randn(4, 3, 8, 8), budget_s=3, session=QUICK,
+        TinyCNN(),
+        torch.randn(4, 3, 8, 8),
+        budget_s=3,
+        session=QUICK,
         knobs=["channels-last", "fused-optimizer", "zero-grad-in-place"],
-        find_batch_size=True, max_batch_size=16, find_lr=True, lr_steps=30,
-    )  # fmt: skip
+        find_batch_size=True,
+        max_batch_size=8,
+        find_lr=True,
+        lr_steps=20,
+    )
 
 
 def test_tune_leaves_the_model_rng_and_threads_alone() -> None:
@@ -45,7 +51,11 @@ def test_tune_leaves_the_model_rng_and_threads_alone() -> None:
     model = TinyCNN()
     x = torch.randn(4, 3, 8, 8)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    torch_rng, np_rng, py_rng = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    torch_rng, np_rng, py_rng = (
+        torch.get_rng_state(),
+        np.random.get_state()[1].copy(),
+        random.getstate(),
+    )
     threads = torch.get_num_threads()
     tune(model, x, budget_s=1, session=QUICK, knobs=["threads-1", "channels-last"], profile=False)
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
@@ -63,7 +73,7 @@ def test_the_json_matches_the_documented_schema(cnn_report: TuneReport) -> None:
     assert data["workload"]["batch_size"] == 4
     statuses = {t["knob"]: t["status"] for t in data["trials"]}
     assert set(statuses) == {"channels-last", "fused-optimizer", "zero-grad-in-place"}
-    assert data["batch_size"]["pick"] in (8, 16, 4)
+    assert data["batch_size"]["pick"] in (4, 8)
     assert data["baseline"]["phases_s"]["forward"] > 0
 
 
@@ -106,8 +116,14 @@ def test_recommendations_come_with_a_diff_and_evidence() -> None:
     # sabotaged baseline? No: verdicts are measured. Build a report and check
     # the structure of whatever was accepted.
     torch.manual_seed(0)
-    report = tune(TinyMLP(), torch.randn(8, 16), budget_s=2, session=QUICK, profile=False,
-                  knobs=["threads-1", "foreach-optimizer"])  # fmt: skip
+    report = tune(
+        TinyMLP(),
+        torch.randn(8, 16),
+        budget_s=2,
+        session=QUICK,
+        profile=False,
+        knobs=["threads-1", "foreach-optimizer"],
+    )
     data = report.to_dict()
     for rec, diff in zip(data["recommendations"], report.recommendation_diffs(), strict=True):
         assert rec["diff"] == diff and diff.startswith("--- a/train.py")
@@ -116,8 +132,14 @@ def test_recommendations_come_with_a_diff_and_evidence() -> None:
 
 
 def test_a_loader_workload_reports_the_loader() -> None:
-    report = tune(TinyMLP(), None, loader=f"{DATA}:make_loader", budget_s=2, session=QUICK,
-                  knobs=["foreach-optimizer"])  # fmt: skip
+    report = tune(
+        TinyMLP(),
+        None,
+        loader=f"{DATA}:make_loader",
+        budget_s=2,
+        session=QUICK,
+        knobs=["foreach-optimizer"],
+    )
     data = report.to_dict()
     assert data["workload"]["loader"].endswith("loader_data.py:make_loader")
     assert data["loader"]["user"] == {"num_workers": 0, "pin_memory": False}
@@ -130,8 +152,15 @@ def test_labels_from_a_dict_loader_drive_the_loss() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
             return super().forward(x)
 
-    report = tune(KwargsMLP(), None, loader=f"{DATA}:make_dict_loader", budget_s=1,
-                  session=QUICK, knobs=["zero-grad-in-place"], profile=False)  # fmt: skip
+    report = tune(
+        KwargsMLP(),
+        None,
+        loader=f"{DATA}:make_dict_loader",
+        budget_s=1,
+        session=QUICK,
+        knobs=["zero-grad-in-place"],
+        profile=False,
+    )
     assert "for batch, target in loader:" in report.canonical.render()
     assert "model(**batch)" in report.canonical.render()
 

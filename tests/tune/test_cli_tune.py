@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from torchwise.cli import app
 
-MODEL = '''
+MODEL = """
 import torch
 from torch import nn
 
@@ -24,7 +24,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc2(torch.relu(self.fc1(x)))
-'''
+"""
 QUICK = ["--budget", "1", "--knobs", "zero-grad-in-place", "--no-profile", "--color", "never"]
 
 
@@ -42,8 +42,9 @@ def run(*args: str) -> tuple[int, str, str]:
 
 def test_json_to_a_file(model_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    code, stdout, stderr = run(f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, "--format", "json",
-                               "-o", str(out))  # fmt: skip
+    code, stdout, stderr = run(
+        f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, "--format", "json", "-o", str(out)
+    )
     assert code == 0, stderr
     assert stdout == ""
     data = json.loads(out.read_text())
@@ -60,8 +61,9 @@ def test_text_report_and_quiet(model_file: Path) -> None:
 
 def test_html_report(model_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "tune.html"
-    code, _, stderr = run(f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, "--format", "html",
-                          "-o", str(out))  # fmt: skip
+    code, _, stderr = run(
+        f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, "--format", "html", "-o", str(out)
+    )
     assert code == 0, stderr
     assert out.read_text().startswith("<!DOCTYPE html>")
 
@@ -83,7 +85,7 @@ def test_list_knobs_needs_no_target() -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(model_file: Path, extra: list[str], message: str) -> None:
-    code, stdout, stderr = run(f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, *extra)
+    code, _stdout, stderr = run(f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, *extra)
     assert code == 2
     assert message in stderr
     assert "Traceback" not in stderr and "internal error" not in stderr

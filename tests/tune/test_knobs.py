@@ -16,10 +16,16 @@ GPU_ONLY = {"fp16-autocast", "tf32", "cudnn-benchmark", "pinned-memory", "cuda-g
 
 def facts(device: str = "cpu", **changes: object) -> Facts:
     base = dict(
-        device=device, cores=8, threads=8, has_conv=True, optimizer_name="torch.optim.AdamW",
-        optimizer_args=frozenset({"foreach", "fused", "capturable"}), compile=True,
-        checkpoint_blocks="4 Block blocks", tf32_capable=device == "cuda",
-    )  # fmt: skip
+        device=device,
+        cores=8,
+        threads=8,
+        has_conv=True,
+        optimizer_name="torch.optim.AdamW",
+        optimizer_args=frozenset({"foreach", "fused", "capturable"}),
+        compile=True,
+        checkpoint_blocks="4 Block blocks",
+        tf32_capable=device == "cuda",
+    )
     base.update(changes)
     return Facts(**base)  # type: ignore[arg-type]
 
@@ -41,8 +47,15 @@ def loop() -> object:
 def test_cpu_offers_no_gpu_knob() -> None:
     ids = offered(facts("cpu"))
     assert not ids & GPU_ONLY
-    assert {"channels-last", "bf16-autocast", "foreach-optimizer", "fused-optimizer", "compile",
-            "zero-grad-in-place", "activation-checkpointing"} <= ids  # fmt: skip
+    assert {
+        "channels-last",
+        "bf16-autocast",
+        "foreach-optimizer",
+        "fused-optimizer",
+        "compile",
+        "zero-grad-in-place",
+        "activation-checkpointing",
+    } <= ids
     assert {"threads-1", "threads-4"} <= ids and "threads-8" not in ids
     skipped = dict((k.id, reason) for k, reason in available_knobs(facts("cpu"))[1])
     assert skipped["tf32"] == "GPU only"
@@ -66,20 +79,24 @@ def test_cuda_offers_the_gpu_knobs_and_no_thread_count() -> None:
         ({"bf16_supported": False}, "bf16-autocast", "does not support bfloat16"),
     ],
 )
-def test_a_knob_that_does_not_apply_says_why(changes: dict[str, object], knob: str,
-                                              reason: str) -> None:  # fmt: skip
+def test_a_knob_that_does_not_apply_says_why(
+    changes: dict[str, object], knob: str, reason: str
+) -> None:
     device = "cuda" if "bf16_supported" in changes else "cpu"
     skipped = {k.id: why for k, why in available_knobs(facts(device, **changes))[1]}
     assert reason in skipped[knob]
 
 
 def test_gpu_knobs_explain_their_hardware_limits() -> None:
-    skipped = {k.id: why for k, why in available_knobs(facts("cuda", tf32_capable=False,
-                                                             static_shapes=False))[1]}  # fmt: skip
+    skipped = {
+        k.id: why
+        for k, why in available_knobs(facts("cuda", tf32_capable=False, static_shapes=False))[1]
+    }
     assert "Ampere" in skipped["tf32"]
     assert "shapes vary" in skipped["cuda-graphs"] and "shapes vary" in skipped["cudnn-benchmark"]
-    no_capture = facts("cuda", optimizer_args=frozenset({"foreach"}),
-                       optimizer_name="torch.optim.Adagrad")  # fmt: skip
+    no_capture = facts(
+        "cuda", optimizer_args=frozenset({"foreach"}), optimizer_name="torch.optim.Adagrad"
+    )
     assert (
         "cannot be captured"
         in dict((k.id, r) for k, r in available_knobs(no_capture)[1])["cuda-graphs"]
@@ -130,8 +147,11 @@ def knob(knob_id: str, device: str = "cpu") -> Knob:
 
 def added_lines(knob_id: str, device: str = "cpu") -> list[str]:
     text = diff(loop(), apply(loop(), knob(knob_id, device).edits))  # type: ignore[arg-type]
-    return [line[1:].strip() for line in text.splitlines() if line.startswith("+") and
-            not line.startswith("+++")]  # fmt: skip
+    return [
+        line[1:].strip()
+        for line in text.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    ]
 
 
 def test_the_fused_optimizer_diff_keeps_the_users_arguments() -> None:

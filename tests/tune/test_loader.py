@@ -58,7 +58,7 @@ def test_batches_cycle_through_epochs() -> None:
 @pytest.mark.parametrize(
     ("reference", "error", "message"),
     [
-        (f"{DATA}:not_a_loader", TorchwiseError, "returned list, not a torch.utils.data.DataLoader"),
+        (f"{DATA}:not_a_loader", TorchwiseError, "returned list, not a torch.utils.data"),
         (f"{DATA}:broken_loader", UserCodeError, "loader_data.py:"),
         (f"{DATA}:missing", TorchwiseError, "has no attribute 'missing'"),
         ("nowhere/data.py:make", TorchwiseError, "file not found"),

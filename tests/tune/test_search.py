@@ -54,9 +54,13 @@ def synthetic_runner(seed: int = 0):  # type: ignore[no-untyped-def]
 
 def cpu_facts(workload: Workload) -> Facts:
     return Facts(
-        device="cpu", cores=2, threads=2, has_conv=True, optimizer_name="torch.optim.AdamW",
+        device="cpu",
+        cores=2,
+        threads=2,
+        has_conv=True,
+        optimizer_name="torch.optim.AdamW",
         optimizer_args=frozenset({"foreach", "fused"}),
-    )  # fmt: skip
+    )
 
 
 def test_greedy_accepts_the_largest_gain_first_and_stacks_the_rest(cnn_workload: Workload) -> None:
@@ -68,7 +72,9 @@ def test_greedy_accepts_the_largest_gain_first_and_stacks_the_rest(cnn_workload:
     # threads (2x) first, then channels_last (1.25x), then the fused optimizer (1.11x).
     assert accepted == ["threads-1", "channels-last", "fused-optimizer"]
     assert [t.on_top_of for t in result.accepted] == [
-        (), ("threads-1",), ("threads-1", "channels-last")
+        (),
+        ("threads-1",),
+        ("threads-1", "channels-last"),
     ]
     # Stage 2 re-measures only stage 1's other winners, on top of the incumbent.
     assert calls[1] == ["channels-last", "fused-optimizer"]
@@ -85,8 +91,9 @@ def test_a_group_gives_at_most_one_knob(cnn_workload: Workload) -> None:
     saved = dict(EFFECTS)
     EFFECTS[("optimizer_impl", "foreach")] = 0.85  # now both optimizer knobs are faster
     try:
-        knobs, _ = available_knobs(cpu_facts(cnn_workload), only=["foreach-optimizer",
-                                                                   "fused-optimizer"])  # fmt: skip
+        knobs, _ = available_knobs(
+            cpu_facts(cnn_workload), only=["foreach-optimizer", "fused-optimizer"]
+        )
         runner, calls = synthetic_runner(seed=7)
         result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()
     finally:
@@ -98,8 +105,9 @@ def test_a_group_gives_at_most_one_knob(cnn_workload: Workload) -> None:
 
 
 def test_nothing_faster_means_no_recommendation(cnn_workload: Workload) -> None:
-    knobs, _ = available_knobs(cpu_facts(cnn_workload), only=["bf16-autocast",
-                                                              "zero-grad-in-place"])  # fmt: skip
+    knobs, _ = available_knobs(
+        cpu_facts(cnn_workload), only=["bf16-autocast", "zero-grad-in-place"]
+    )
     runner, _ = synthetic_runner(seed=3)
     result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()
     assert result.accepted == [] and result.combined is None
@@ -109,8 +117,13 @@ def test_a_knob_that_fails_its_check_is_never_timed(cnn_workload: Workload) -> N
     def exploding_backend(gm, example_inputs):  # type: ignore[no-untyped-def]
         raise RuntimeError("backend exploded")
 
-    facts = Facts(**{**cpu_facts(cnn_workload).__dict__, "compile": True,
-                     "compile_backend": exploding_backend})  # type: ignore[arg-type]  # fmt: skip
+    facts = Facts(
+        **{
+            **cpu_facts(cnn_workload).__dict__,
+            "compile": True,
+            "compile_backend": exploding_backend,
+        }
+    )  # type: ignore[arg-type]
     knobs, _ = available_knobs(facts, only=["compile", "threads-1"])
     runner, calls = synthetic_runner(seed=4)
     result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()

@@ -57,8 +57,9 @@ def test_the_first_step_is_kept_apart_from_the_samples() -> None:
     machine = NoisyMachine(seed=1, jitter=0.0, spike_p=0.0, max_load=1.0)
     base = machine.arm("base", 0.01)
     slow_start = machine.arm("compiled", 0.005, first_step_s=30.0)
-    result = run_session(base, [slow_start], SessionConfig(min_rounds=8, max_rounds=12),
-                         clock=machine.clock)  # fmt: skip
+    result = run_session(
+        base, [slow_start], SessionConfig(min_rounds=8, max_rounds=12), clock=machine.clock
+    )
     arm = result.arms["compiled"]
     assert arm.first_step_s == pytest.approx(30.0)
     assert max(arm.times) < 0.01
@@ -68,8 +69,9 @@ def test_the_first_step_is_kept_apart_from_the_samples() -> None:
 def test_all_arms_share_the_baselines_steps_per_sample() -> None:
     machine = NoisyMachine(seed=2, jitter=0.0, spike_p=0.0, max_load=1.0)
     config = SessionConfig(target_sample_s=0.05, min_rounds=8, max_rounds=8)
-    result = run_session(machine.arm("base", 0.01), [machine.arm("fast", 0.004)], config,
-                         clock=machine.clock)  # fmt: skip
+    result = run_session(
+        machine.arm("base", 0.01), [machine.arm("fast", 0.004)], config, clock=machine.clock
+    )
     assert result.baseline.steps_per_sample == 5 == result.arms["fast"].steps_per_sample
 
 
@@ -89,15 +91,20 @@ def test_an_arm_that_raises_is_a_result_and_the_others_go_on() -> None:
 def test_a_failing_baseline_is_raised() -> None:
     machine = NoisyMachine(seed=4)
     with pytest.raises(RuntimeError):
-        run_session(machine.failing_arm("base"), [machine.arm("x", 0.01)], SessionConfig(),
-                    clock=machine.clock)  # fmt: skip
+        run_session(
+            machine.failing_arm("base"),
+            [machine.arm("x", 0.01)],
+            SessionConfig(),
+            clock=machine.clock,
+        )
 
 
 def test_the_budget_stops_the_session_after_the_first_look() -> None:
     machine = NoisyMachine(seed=5, jitter=0.3)
     config = SessionConfig(budget_s=3.0, max_rounds=1000)
-    result = run_session(machine.arm("base", 0.01), [machine.arm("same", 0.01)], config,
-                         clock=machine.clock)  # fmt: skip
+    result = run_session(
+        machine.arm("base", 0.01), [machine.arm("same", 0.01)], config, clock=machine.clock
+    )
     assert result.stop_reason == "time budget of 3 s"
     assert result.rounds >= first_round(config)
     # The last round may only start if it fits: overrun is at most one round.

@@ -143,8 +143,11 @@ def test_swapping_the_arms_inverts_the_ratio_and_the_verdict(seed: int, effect: 
     forward, backward = compare(arm, base), compare(base, arm)
     assert forward.ratio * backward.ratio == pytest.approx(1.0)
     assert forward.ci_low * backward.ci_high == pytest.approx(1.0)
-    flipped = {Verdict.FASTER: Verdict.SLOWER, Verdict.SLOWER: Verdict.FASTER,
-               Verdict.SAME: Verdict.SAME}  # fmt: skip
+    flipped = {
+        Verdict.FASTER: Verdict.SLOWER,
+        Verdict.SLOWER: Verdict.FASTER,
+        Verdict.SAME: Verdict.SAME,
+    }
     assert backward.verdict is flipped[forward.verdict]
 
 
@@ -153,8 +156,10 @@ def test_a_load_factor_on_both_members_of_a_pair_cancels() -> None:
     arm, base = _times(5, 30, 0.8)
     rng = random.Random(6)
     loads = [rng.uniform(1, 5) for _ in arm]
-    loaded = compare([a * f for a, f in zip(arm, loads, strict=True)],
-                     [b * f for b, f in zip(base, loads, strict=True)])  # fmt: skip
+    loaded = compare(
+        [a * f for a, f in zip(arm, loads, strict=True)],
+        [b * f for b, f in zip(base, loads, strict=True)],
+    )
     clean = compare(arm, base)
     assert loaded.ratio == pytest.approx(clean.ratio)
     assert loaded.verdict is clean.verdict is Verdict.FASTER

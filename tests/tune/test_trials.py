@@ -62,12 +62,16 @@ def test_global_settings_are_restored() -> None:
         (StepSettings(autocast="bf16"), BF16),
     ],
 )
-def test_correct_knobs_pass_the_check(cnn_workload: Workload, settings: StepSettings,
-                                      tolerance: object) -> None:  # fmt: skip
+def test_correct_knobs_pass_the_check(
+    cnn_workload: Workload, settings: StepSettings, tolerance: object
+) -> None:
     result = check_knob(
-        Reference(cnn_workload), TrainingStep(cnn_workload), TrainingStep(cnn_workload, settings),
-        tolerance, train=True,  # type: ignore[arg-type]
-    )  # fmt: skip
+        Reference(cnn_workload),
+        TrainingStep(cnn_workload),
+        TrainingStep(cnn_workload, settings),
+        tolerance,
+        train=True,  # type: ignore[arg-type]
+    )
     assert result.ok, result.summary()
 
 
@@ -104,10 +108,12 @@ class WrongDirection(TrainingStep):
         (WrongDirection, "the "),
     ],
 )
-def test_a_knob_that_breaks_the_step_is_caught(mlp_workload: Workload, cls: type,
-                                               problem: str) -> None:  # fmt: skip
-    result = check_knob(Reference(mlp_workload), TrainingStep(mlp_workload), cls(mlp_workload),
-                        FP32, train=True)  # fmt: skip
+def test_a_knob_that_breaks_the_step_is_caught(
+    mlp_workload: Workload, cls: type, problem: str
+) -> None:
+    result = check_knob(
+        Reference(mlp_workload), TrainingStep(mlp_workload), cls(mlp_workload), FP32, train=True
+    )
     assert not result.ok
     assert result.problem is not None and result.problem.startswith(problem), result.summary()
 
@@ -117,8 +123,9 @@ def test_dropout_makes_the_check_compare_in_eval_mode() -> None:
     wl = workload(TinyMLP(p=0.5), torch.randn(8, 16))
     reference = Reference(wl)
     assert reference.is_stochastic()
-    result = check_knob(reference, TrainingStep(wl), TrainingStep(wl, StepSettings(threads=1)),
-                        FP32, train=False)  # fmt: skip
+    result = check_knob(
+        reference, TrainingStep(wl), TrainingStep(wl, StepSettings(threads=1)), FP32, train=False
+    )
     assert result.ok and result.mode == "eval"
 
 
@@ -126,9 +133,12 @@ def test_checkpointing_finds_the_repeated_blocks_and_keeps_the_math(mlp_workload
     description, names = find_blocks(mlp_workload.model)
     assert description == "3 Block blocks" and names == ["blocks.0", "blocks.1", "blocks.2"]
     result = check_knob(
-        Reference(mlp_workload), TrainingStep(mlp_workload),
-        TrainingStep(mlp_workload, StepSettings(checkpointing=True)), FP32, train=True,
-    )  # fmt: skip
+        Reference(mlp_workload),
+        TrainingStep(mlp_workload),
+        TrainingStep(mlp_workload, StepSettings(checkpointing=True)),
+        FP32,
+        train=True,
+    )
     assert result.ok, result.summary()
 
 

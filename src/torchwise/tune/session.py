@@ -139,22 +139,26 @@ class _Timer:
 
 
 def _warm_up(
-    arm: Arm, result: ArmResult, timer: _Timer, config: SessionConfig, steps_per_sample: int
+    arm: Arm, result: ArmResult, timer: _Timer, config: SessionConfig, base: ArmResult | None
 ) -> None:
     """Run the warm-up steps and choose how many steps make one of the arm's samples.
 
     Every arm uses the baseline's ``steps_per_sample``: the mean of 3 steps and the
     mean of 4 have differently skewed distributions when steps are sometimes
     pre-empted, which would bias a rank comparison of two equal arms. Only an
-    arm so slow that its samples would take over 4x the target gets fewer.
+    arm whose steps take over 4x the baseline's gets proportionally fewer.
     """
     times = [timer.time_steps(arm, 1) for _ in range(max(1, config.warmup_steps))]
     result.first_step_s = times[0]
     steady = times[1:] or times
-    per_step = max(median(steady), 1e-9)
-    result.warm_step_s = per_step
-    longest = max(1, math.floor(4 * config.target_sample_s / per_step))
-    result.steps_per_sample = min(steps_per_sample, longest)
+    result.warm_step_s = max(median(steady), 1e-9)
+    if base is None:
+        result.steps_per_sample = _calibrate(result.warm_step_s, config)
+        return
+    slowdown = result.warm_step_s / base.warm_step_s
+    result.steps_per_sample = base.steps_per_sample
+    if slowdown > 4:
+        result.steps_per_sample = max(1, math.floor(base.steps_per_sample * 4 / slowdown))
 
 
 def _calibrate(per_step_s: float, config: SessionConfig) -> int:
@@ -179,15 +183,13 @@ def run_session(
     rng = random.Random(config.seed)
     start = clock()
     base_result = ArmResult(baseline.name)
-    _warm_up(baseline, base_result, timer, config, config.max_steps_per_sample)
-    steps_per_sample = _calibrate(base_result.warm_step_s, config)
-    base_result.steps_per_sample = steps_per_sample
+    _warm_up(baseline, base_result, timer, config, None)
     results: dict[str, ArmResult] = {}
     active: list[Arm] = []
     for arm in arms:
         result = results[arm.name] = ArmResult(arm.name)
         try:
-            _warm_up(arm, result, timer, config, steps_per_sample)
+            _warm_up(arm, result, timer, config, base_result)
         except Exception as exc:  # a knob that breaks the step is a result, not a crash
             result.error = _one_line(exc)
             continue
