@@ -33,24 +33,36 @@ def recording_arm(name: str, clock: FakeClock, log: list[str], seconds: float = 
     return Arm(name, run)
 
 
-def test_every_sample_is_a_baseline_arm_pair_in_random_order() -> None:
+def test_every_arm_runs_next_to_a_baseline_sample_in_shuffled_rounds() -> None:
     clock, log = FakeClock(), []
     base = recording_arm("B", clock, log)
-    arms = [recording_arm(n, clock, log) for n in "XYZ"]
-    config = SessionConfig(warmup_steps=2, min_rounds=4, max_rounds=4, target_sample_s=0.01)
+    arms = [recording_arm(n, clock, log) for n in "WXYZ"]
+    config = SessionConfig(warmup_steps=2, min_rounds=6, max_rounds=6, target_sample_s=0.01)
     result = run_session(base, arms, config, clock=clock)
     # Warm-up: 2 single steps per arm, baseline first.
-    assert log[:8] == ["B", "B", "X", "X", "Y", "Y", "Z", "Z"]
-    timed = log[8:]
-    assert len(timed) == 4 * 3 * 2  # rounds x arms x (arm + baseline), one step per sample
-    pairs = [tuple(timed[i : i + 2]) for i in range(0, len(timed), 2)]
-    assert all("B" in pair and len(set(pair)) == 2 for pair in pairs)
-    orders = collections.Counter(pair[0] == "B" for pair in pairs)
-    assert orders[True] > 0 and orders[False] > 0  # both orders occur
-    rounds = [pairs[i : i + 3] for i in range(0, len(pairs), 3)]
-    assert all(sorted(p[0] if p[1] == "B" else p[1] for p in r) == list("XYZ") for r in rounds)
-    assert {len(r.samples) for r in result.arms.values()} == {4}
-    assert len(result.baseline.samples) == 12
+    assert log[:10] == ["B", "B", "W", "W", "X", "X", "Y", "Y", "Z", "Z"]
+    timed = log[10:]
+    # Each round: B a a B a a B (4 arms + 3 baseline samples), one step per sample.
+    assert len(timed) == 6 * 7
+    rounds = [timed[i : i + 7] for i in range(0, len(timed), 7)]
+    after_base = collections.Counter()
+    for sequence in rounds:
+        assert sequence[0] == sequence[3] == sequence[6] == "B"
+        assert sorted(sequence[1:3] + sequence[4:6]) == list("WXYZ")
+        after_base.update([sequence[1], sequence[4]])
+    assert len({tuple(r) for r in rounds}) > 1  # the order is shuffled between rounds
+    assert set(after_base) == set("WXYZ") and max(after_base.values()) < 6  # both sides occur
+    assert {len(r.samples) for r in result.arms.values()} == {6}
+    assert len(result.baseline.samples) == 18
+
+
+def test_an_odd_arm_out_pairs_with_the_sample_before_it() -> None:
+    clock, log = FakeClock(), []
+    config = SessionConfig(warmup_steps=1, min_rounds=2, max_rounds=2, target_sample_s=0.01)
+    run_session(
+        recording_arm("B", clock, log), [recording_arm("X", clock, log)], config, clock=clock
+    )
+    assert log[2:] == ["B", "X", "B", "X"]
 
 
 def test_the_first_step_is_kept_apart_from_the_samples() -> None:
