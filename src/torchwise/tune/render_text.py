@@ -108,8 +108,10 @@ def _not_recommended_line(trial: Trial) -> str:
 
 
 def _tradeoff_line(report: TuneReport, trial: Trial) -> str:
-    base_memory = report.search.stages[0].baseline_memory if report.search.stages else None
-    parts = [trial.knob.title + ":"]
+    stage = next((s for s in report.search.stages if trial in s.trials), None)
+    base_memory = stage.baseline_memory if stage is not None else None
+    on_top = f" (on top of {' + '.join(trial.on_top_of)})" if trial.on_top_of else ""
+    parts = [trial.knob.title + on_top + ":"]
     if trial.memory is not None and base_memory is not None and base_memory.peak:
         change = trial.memory.peak / base_memory.peak - 1
         parts.append(

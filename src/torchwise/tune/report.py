@@ -208,9 +208,12 @@ class TuneReport:
     def trials(self) -> list[Trial]:
         return [t for stage in self.search.stages for t in stage.trials]
 
-    @property
-    def first_stage(self) -> list[Trial]:
-        return self.search.stages[0].trials if self.search.stages else []
+    def latest_trials(self) -> list[Trial]:
+        """Each knob's last measurement (a knob measured in two stages appears once)."""
+        latest: dict[str, Trial] = {}
+        for trial in self.trials:
+            latest[trial.knob.id] = trial
+        return list(latest.values())
 
     @property
     def baseline(self) -> ArmResult | None:
@@ -235,25 +238,28 @@ class TuneReport:
         return diff(self.canonical, apply(self.canonical, edits))
 
     def tradeoffs(self) -> list[Trial]:
-        return [t for t in self.first_stage if t.knob.kind == MEMORY and t.status != "failed"]
+        return [
+            t
+            for t in self.latest_trials()
+            if t.knob.kind == MEMORY and t.status not in ("failed", "incorrect")
+        ]
 
     def not_recommended(self) -> list[Trial]:
-        """Stage-1 speed knobs measured but not accepted, fastest first."""
+        """Speed knobs measured but not accepted (their last measurement), fastest first."""
         accepted = {t.knob.id for t in self.recommendations}
         rows = [
             t
-            for t in self.first_stage
+            for t in self.latest_trials()
             if t.knob.kind != MEMORY
             and t.knob.id not in accepted
             and t.comparison is not None
             and t.error is None
+            and t.status not in ("incorrect",)
         ]
-        later = [t for s in self.search.stages[1:] for t in s.trials if not t.accepted]
-        rows += [t for t in later if t.comparison is not None and t.error is None]
         return sorted(rows, key=lambda t: t.comparison.ratio if t.comparison else math.inf)
 
     def broken(self) -> list[Trial]:
-        return [t for t in self.trials if t.status in ("failed", "incorrect")]
+        return [t for t in self.latest_trials() if t.status in ("failed", "incorrect")]
 
     # -- outputs --------------------------------------------------------------------
 

@@ -1,19 +1,24 @@
 """Which knobs to recommend: checked, measured, and combined greedily.
 
-1. **Stage 1.** Every offered knob is applied alone to a fresh private copy and
-   checked for correctness against the baseline (:mod:`torchwise.tune.checks`);
-   those that pass are timed against the baseline in one interleaved session.
-2. **Greedy stages.** The knob with the largest significant speedup is accepted
-   and becomes part of the new baseline (the *incumbent*). The other knobs that
-   were faster are measured again *on top of it*, because gains overlap (fewer
-   threads and a fused optimizer both cut per-op overhead) and some interact.
-   Repeat while some knob is still faster; at most one knob per group.
+1. **The thread count first.** It changes every other knob's timing, and on a
+   busy machine two OpenMP threads can make each op wait at a barrier for a
+   pre-empted peer (steps 20x slower were measured), drowning any other effect
+   in noise. So the ``threads-N`` knobs are measured alone first.
+2. **Stages.** Each knob is applied to a fresh private copy on top of the
+   knobs accepted so far (the *incumbent*), checked for correctness against
+   the original baseline (:mod:`torchwise.tune.checks`), and timed against the
+   incumbent in one interleaved session. The knob with the largest significant
+   speedup is accepted into the incumbent; the knobs still undecided (faster
+   ones, whose gains may overlap with it, and ones the noise left open) are
+   measured again on top of it. Repeat while something is still faster; at
+   most one knob per group.
 3. **Confirmation.** With two or more accepted knobs, the final combination is
    measured against the original baseline: that is the gain the report promises.
 
-Knobs whose verdict was "no significant difference" or "slower" in stage 1 are
-not retried; memory knobs (activation checkpointing) are measured for their time
-and memory cost and reported as trade-offs, never accepted as speedups.
+A knob whose "slower" or "no significant difference" verdict was settled (its
+interval excluded a useful gain) is not retried; memory knobs (activation
+checkpointing) are measured once for their time and memory cost and reported as
+trade-offs, never accepted as speedups.
 """
 
 from __future__ import annotations
@@ -98,7 +103,7 @@ class SearchConfig:
     compile_budget_s: float | None = 300.0
     train_mode: bool = True
     seed: int = 0
-    max_stages: int = 4
+    max_stages: int = 5
 
 
 def settings_for(knobs: Sequence[Knob]) -> StepSettings:
@@ -106,6 +111,32 @@ def settings_for(knobs: Sequence[Knob]) -> StepSettings:
     for knob in knobs:
         settings = settings.merged(**knob.changes)
     return settings
+
+
+#: Groups measured before all others: the thread count changes every other
+#: knob's timing (and, on a busy machine, its noise), so the rest are measured
+#: on top of the best thread count.
+FIRST_GROUPS = frozenset({"threads"})
+
+
+def _faster(trial: Trial) -> bool:
+    c = trial.comparison
+    return trial.error is None and c is not None and c.verdict is Verdict.FASTER
+
+
+def _decided(trial: Trial) -> bool:
+    """Whether measuring the knob again, on any baseline, is pointless.
+
+    Broken knobs, memory knobs (measured once for their trade-off), and knobs
+    whose "slower" or "no significant difference" verdict was settled (the
+    interval excluded a useful gain); a faster knob stays pending so it is
+    measured again on top of what gets accepted, and so does one left
+    undecided by the noise or the budget.
+    """
+    if trial.status in ("failed", "incorrect", "not measured") or trial.knob.kind != SPEED:
+        return True
+    c = trial.comparison
+    return c is not None and c.settled and c.verdict is not Verdict.FASTER
 
 
 def loosest(knobs: Sequence[Knob]) -> Tolerance:
@@ -243,31 +274,34 @@ class Search:
         stages: list[Stage] = []
         accepted: list[Trial] = []
         incumbent: list[Knob] = []
-        candidates = list(self.knobs)
+        pending = list(self.knobs)
+        candidates = [k for k in pending if k.group in FIRST_GROUPS] or pending
         stage_index = 1
         while candidates and stage_index <= self.config.max_stages:
-            share = 0.6 if stage_index == 1 else 0.5
+            first_groups_only = all(k.group in FIRST_GROUPS for k in candidates)
+            share = 0.35 if first_groups_only and len(candidates) < len(pending) else 0.6
             stage = self.run_stage(stage_index, incumbent, candidates, self.remaining() * share)
             stages.append(stage)
+            for trial in stage.trials:
+                if _decided(trial):
+                    pending.remove(trial.knob)
             winners = sorted(
-                (
-                    t
-                    for t in stage.trials
-                    if t.knob.kind == SPEED
-                    and t.comparison is not None
-                    and t.error is None
-                    and t.comparison.verdict is Verdict.FASTER
-                ),
+                (t for t in stage.trials if t.knob.kind == SPEED and _faster(t)),
                 key=lambda t: t.comparison.ratio if t.comparison else 1.0,
             )
-            if not winners:
+            if winners:
+                best = winners[0]
+                best.accepted = True
+                accepted.append(best)
+                incumbent.append(best.knob)
+                groups = {k.group for k in incumbent}
+                pending = [k for k in pending if k is not best.knob and k.group not in groups]
+            elif not first_groups_only:
                 break
-            best = winners[0]
-            best.accepted = True
-            accepted.append(best)
-            incumbent.append(best.knob)
-            groups = {k.group for k in incumbent}
-            candidates = [t.knob for t in winners[1:] if t.knob.group not in groups]
+            # Next: everything still undecided, on top of what was accepted (after
+            # the thread count, all the other knobs; after that, the knobs that
+            # were faster or that the noise left undecided).
+            candidates = [k for k in pending if k.group not in FIRST_GROUPS]
             stage_index += 1
         confirmation = None
         if len(accepted) >= 2:
