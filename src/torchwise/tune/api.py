@@ -137,7 +137,9 @@ def tune(
         profile, memory = None, None
         if options.profile:
             notify("profiling the baseline step")
-            profile, memory = _profile(workload)
+            baseline = result.stages[0].session if result.stages else None
+            step_s = baseline.baseline.median_s if baseline is not None else None
+            profile, memory = _profile(workload, step_s)
         batch_size = lr = None
         if options.find_batch_size:
             from torchwise.tune.batch_size import find_batch_size
@@ -275,11 +277,14 @@ def _is_stochastic(workload: Workload, seed: int) -> bool:
     return Reference(workload).is_stochastic(seed=seed)
 
 
-def _profile(workload: Workload) -> tuple[Profile | None, StepMemory | None]:
+def _profile(workload: Workload, step_s: float | None) -> tuple[Profile | None, StepMemory | None]:
     step = TrainingStep(workload, StepSettings())
     with step.scope():
         step.run(2)  # warm up: lazy allocations, oneDNN primitive caches
-    profile = profile_step(step)
+    # About a second per part, between 1 and 5 steps: enough for a split and a
+    # table, and a slow step (seconds on a busy machine) does not take minutes.
+    steps = 5 if not step_s else max(1, min(5, round(1.0 / step_s)))
+    profile = profile_step(step, phase_steps=steps, profile_steps=min(steps, 3))
     with step.scope():
         step.zero_grad()
         memory = measure_step_memory(

@@ -151,8 +151,9 @@ def check_knob(
         if name == "base":
             gradient = _gradient(arm.module)
         arm.module.train(True)
-    after_base = reference.loss(base.module, train=train, seed=seed)
-    after_knob = reference.loss(knob.module, train=train, seed=seed)
+    with base.scope():  # the reference's numerics do not depend on the thread count
+        after_base = reference.loss(base.module, train=train, seed=seed)
+        after_knob = reference.loss(knob.module, train=train, seed=seed)
     norms = updates["base"].norm() * updates["knob"].norm()
     cosine = float(updates["base"] @ updates["knob"] / norms) if float(norms) > 0 else None
     effect_base = float(gradient @ updates["base"]) if gradient.numel() > 1 else 0.0

@@ -211,7 +211,9 @@ class Search:
         trial = Trial(knob, stage, tuple(k.id for k in incumbent))
         settings = settings_for([*incumbent, knob])
         try:
-            check_base = TrainingStep(self.workload)
+            # Checked against the incumbent, itself checked against the baseline:
+            # the same numerics, and cheap once a faster thread count is in it.
+            check_base = TrainingStep(self.workload, settings_for(incumbent))
             step = TrainingStep(self.workload, settings)
             budget = self.config.compile_budget_s if settings.compile else None
             started = time.perf_counter()
