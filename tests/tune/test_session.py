@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from torchwise.tune.session import (
@@ -19,8 +21,6 @@ from torchwise.tune.session import (
 from torchwise.tune.stats import Verdict
 
 sys.path.insert(0, str(Path(__file__).parent))
-import itertools
-
 from synthetic import FakeClock, NoisyMachine
 
 
@@ -126,23 +126,41 @@ def test_the_budget_stops_the_session_after_the_first_look() -> None:
 
 def test_the_first_look_waits_for_enough_pairs() -> None:
     config = SessionConfig()
-    # 99% overall over the Bonferroni-split looks needs 12 pairs before any interval exists.
-    assert first_round(config) == 12
+    # 99% overall at the calibrated 0.12% per look needs 11 pairs for any interval.
+    assert look_confidence(config) == pytest.approx(0.9988)
+    assert first_round(config) == 11
     looks = sorted(look_schedule(first_round(config), config.max_rounds))
-    assert looks[0] == 12 and looks[-1] == config.max_rounds
+    assert looks[0] == 11 and looks[-1] == config.max_rounds
     assert all(b / a <= 1.25 for a, b in itertools.pairwise(looks))
-    assert 1 - look_confidence(config) == pytest.approx(0.01 / len(look_schedule(8, 150)))
+    # Another schedule falls back to Bonferroni over its looks.
+    custom = SessionConfig(max_rounds=60)
+    assert 1 - look_confidence(custom) == pytest.approx(0.01 / len(look_schedule(8, 60)))
+
+
+def test_the_calibrated_level_keeps_the_overall_error() -> None:
+    # The calibration of bench/tune_calibrate.py, rerun small: null sequences of
+    # symmetric noise, every scheduled look plus a budget stop.
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+    from tune_calibrate import false_positive_rate
+
+    config = SessionConfig()
+    looks = sorted(look_schedule(first_round(config), config.max_rounds))
+    looks = sorted({*looks, (looks[0] + looks[1]) // 2})
+    diffs = np.random.default_rng(1).standard_normal((20_000, config.max_rounds))
+    rate = false_positive_rate(1 - look_confidence(config), looks, diffs)
+    assert 0.005 < rate <= 0.011
 
 
 def test_settled_arms_stop_being_measured() -> None:
     machine = NoisyMachine(seed=6, jitter=0.3, spike_p=0.0, max_load=1.0)
+    config = SessionConfig(budget_s=1e9)
     result = run_session(
         machine.arm("base", 0.01),
         [machine.arm("much-faster", 0.005), machine.arm("same", 0.01)],
-        SessionConfig(max_rounds=60, budget_s=1e9),
+        config,
         clock=machine.clock,
     )
-    assert len(result.arms["much-faster"].samples) == 12  # settled at the first look
+    assert len(result.arms["much-faster"].samples) == first_round(config) == 11
     assert len(result.arms["same"].samples) > 12
 
 
