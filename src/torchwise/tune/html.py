@@ -107,31 +107,36 @@ def _batch_size_plot(report: TuneReport) -> str:
     if not ok:
         return ""
     sizes = [float(r.size) for r in ok]
+    peaks = [r.peak / 2**20 for r in ok if r.peak is not None]
+    budget = result.budget / 2**20
+    # A budget far above every peak would flatten the curve: name it instead of drawing it.
+    on_chart = budget <= 4 * max(peaks)
+    label = "peak memory (MiB)" + ("" if on_chart else f"; budget {budget:,.0f} MiB, off the chart")
     memory = svg.curves(
         svg.CurveSpec(
-            [svg.Series("peak memory (MiB)", sizes, [r.peak / 2**20 for r in ok if r.peak])],
+            [svg.Series(label, sizes, peaks)],
             "batch size",
             "MiB",
             x_log=True,
-            hline=(result.budget / 2**20, "budget"),
+            hline=(budget, "budget") if on_chart else None,
             markers=[svg.Marker(result.pick, f"pick {result.pick}")] if result.pick else [],
             x_format=lambda v: f"{v:g}",
+            x_ticks=sizes,
         )
     )
     rates = [(float(r.size), r.samples_per_s) for r in ok if r.samples_per_s]
-    speed = (
-        svg.curves(
+    speed = ""
+    if rates:
+        speed = svg.curves(
             svg.CurveSpec(
                 [svg.Series("samples/s", [a for a, _ in rates], [b for _, b in rates if b])],
                 "batch size",
                 "samples/s",
                 x_log=True,
                 x_format=lambda v: f"{v:g}",
+                x_ticks=[a for a, _ in rates],
             )
         )
-        if rates
-        else ""
-    )
     return memory + speed
 
 

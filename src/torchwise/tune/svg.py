@@ -155,6 +155,8 @@ class CurveSpec:
     hline: tuple[float, str] | None = None
     title: str = ""
     x_format: Callable[[float], str] = _num
+    #: tick positions on x, instead of the automatic ones (e.g. the batch sizes tried)
+    x_ticks: Sequence[float] | None = None
 
 
 def curves(spec: CurveSpec, *, width: int = 640, height: int = 280) -> str:
@@ -180,7 +182,7 @@ def curves(spec: CurveSpec, *, width: int = 640, height: int = 280) -> str:
         spec.y_log,
     )
     parts = [_svg_open(width, height, spec.title)]
-    for tick in x.ticks():
+    for tick in spec.x_ticks if spec.x_ticks is not None else x.ticks():
         parts.append(
             f'<line x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="24" y2="{bottom}" '
             f'stroke="#eee"/><text x="{x(tick):.1f}" y="{bottom + 14}" '
