@@ -1,11 +1,11 @@
 """``torchwise doc``: measured facts -> Google-style docstrings for a model class.
 
 :func:`document` measures a resolved target (symbolic shapes from
-:mod:`~torchwise.model.docshapes`, counts from :func:`~torchwise.model.summarize`,
+:mod:`~torchwise.doc.shapes`, counts from :func:`~torchwise.model.summarize`,
 FLOP scaling from summaries at 2x each size symbol), renders torchwise's
-sections (see :mod:`~torchwise.model.docstrings` for which ones it owns), merges
+sections (see :mod:`~torchwise.doc.docstrings` for which ones it owns), merges
 them into the docstrings found in the source file, and runs the ``Example:``
-block it wrote. Nothing here writes files; :mod:`~torchwise.model.docsource`
+block it wrote. Nothing here writes files; :mod:`~torchwise.doc.source`
 does, on request.
 """
 
@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchwise.doc import example as docexample
+from torchwise.doc import shapes as docshapes
+from torchwise.doc.docstrings import GenEntry, merge, parse
+from torchwise.doc.modes import mode_differences
+from torchwise.doc.source import DocTarget, current_docstring, parse_source
 from torchwise.errors import TorchwiseError
-from torchwise.model import docexample, docshapes
-from torchwise.model.docmodes import mode_differences
-from torchwise.model.docsource import DocTarget, current_docstring, parse_source
-from torchwise.model.docstrings import GenEntry, merge, parse
 from torchwise.target import ResolvedTarget
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def wrap(lines: list[str], width: int = 88) -> list[str]:
 
 
 def _defines(tree: ast.Module, target: DocTarget) -> bool:
-    from torchwise.model.docsource import find_def
+    from torchwise.doc.source import find_def
 
     return find_def(tree, target) is not None
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchwise.model import docexample
-from torchwise.model.docgen import ModelDoc, fmt_bytes, fmt_count, fmt_exponent
-from torchwise.model.docmodes import mode_differences
-from torchwise.model.docstrings import parse
+from torchwise.doc import example as docexample
+from torchwise.doc.docstrings import parse
+from torchwise.doc.generate import ModelDoc, fmt_bytes, fmt_count, fmt_exponent
+from torchwise.doc.modes import mode_differences
 
 if TYPE_CHECKING:
     from torchwise.model import LayerInfo
@@ -71,7 +71,7 @@ def command_line(doc: ModelDoc, target: str, path: Path | str) -> str:
 def mermaid_section(doc: ModelDoc) -> list[str]:
     import torch
 
-    from torchwise.model.mermaid import render, trace_flow
+    from torchwise.doc.mermaid import render, trace_flow
     from torchwise.model.trace import private_copy
     from torchwise.target import make_inputs
 
