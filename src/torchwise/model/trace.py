@@ -9,7 +9,7 @@ updates land on the copy). Hooks go on the copy only.
 One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 (:mod:`torchwise.model.flops`) and newly allocated bytes
 (:mod:`torchwise.model.memory`) to every module on the current call stack, which
-forward pre/post hooks maintain.
+:func:`torchwise.hooks.module_calls` maintains.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchwise.errors import TorchwiseError
+from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
 from torchwise.model.memory import LiveBytes, alive_bytes
 
@@ -203,60 +204,41 @@ def trace(
     work = private_copy(model, device, fake_mode)
     work.train(train)
     args, kwargs = to_device((args, kwargs), device, fake_mode)
-    stack: list[str] = []
-    records: dict[str, ModuleRecord] = {}
-    call_inputs: dict[str, Any] = {}
-    handles = []
+    records = {name: ModuleRecord() for name, _ in work.named_modules()}
 
-    def pre_hook(name: str) -> Any:
-        def hook(_m: torch.nn.Module, a: Any, kw: Any) -> None:
-            stack.append(name)
-            record = records[name]
-            record.calls += 1
-            if record.calls == 1:
-                record.input_shapes = _shapes((a, kw))
-            call_inputs[name] = (a, kw)
+    def entered(call: ModuleCall) -> None:
+        record = records[call.name]
+        record.calls += 1
+        if record.calls == 1:
+            record.input_shapes = _shapes((call.args, call.kwargs))
 
-        return hook
+    def returned(call: ModuleCall, out: Any) -> None:
+        record = records[call.name]
+        if record.calls == 1:
+            record.output_shapes = _shapes(out)
+        record.activation_bytes += alive_bytes(record.pending)
+        record.pending.clear()
 
-    def post_hook(name: str) -> Any:
-        def hook(_m: torch.nn.Module, _a: Any, _kw: Any, out: Any) -> None:
-            record = records[name]
-            if record.calls == 1:
-                record.output_shapes = _shapes(out)
-            record.activation_bytes += alive_bytes(record.pending)
-            record.pending.clear()
-            if stack and stack[-1] == name:
-                stack.pop()
-            call_inputs.pop(name, None)
-
-        return hook
-
-    for name, module in work.named_modules():
-        records[name] = ModuleRecord()
-        handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
-        handles.append(module.register_forward_hook(post_hook(name), with_kwargs=True))
     existing = [*work.parameters(), *work.buffers()]
     existing += [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
     live = LiveBytes(existing)
-    mode = _Measure(stack, records, live)
     grad = torch.enable_grad() if train else torch.no_grad()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    try:
-        # The measuring mode is entered last, so it sees each op before the fake mode.
-        with grad, outer, mode:
-            output = work(*args, **kwargs)
-    except TorchwiseError:
-        raise
-    except Exception as exc:
-        where = stack[-1] if stack else ""
-        label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
-        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        received = _fmt_shapes(call_inputs.get(where, (args, kwargs)))
-        raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
-    finally:
-        for handle in handles:
-            handle.remove()
+    with module_calls(work, on_enter=entered, on_exit=returned) as calls:
+        mode = _Measure(calls.stack, records, live)
+        try:
+            # The measuring mode is entered last, so it sees each op before the fake mode.
+            with grad, outer, mode:
+                output = work(*args, **kwargs)
+        except TorchwiseError:
+            raise
+        except Exception as exc:
+            failed = calls.failed
+            where = failed.name if failed is not None else ""
+            label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
+            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            received = _fmt_shapes((failed.args, failed.kwargs) if failed else (args, kwargs))
+            raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
     saved = live.current
     flops_backward = None
     if backward and train:
