@@ -73,13 +73,14 @@ def mermaid_section(doc: ModelDoc) -> list[str]:
     import torch
 
     from torchwise.doc.mermaid import render, trace_flow
-    from torchwise.model.trace import private_copy
+    from torchwise.model import Untouched, private_copy
     from torchwise.target import make_inputs
 
     device = torch.device(doc.shapes.device)
     model = private_copy(doc.target.model, device).eval()
     args, kwargs = make_inputs(doc.target.input_specs, device=device)
-    flow = trace_flow(model, args, kwargs, doc.input_names)
+    with Untouched(doc.target.model):
+        flow = trace_flow(model, args, kwargs, doc.input_names)
     inputs = {leaf.path: leaf.shape_text() for leaf in doc.shapes.inputs}
     output = "; ".join(leaf.shape_text() for leaf in doc.shapes.outputs)
     return ["```mermaid", render(flow, inputs, output), "```"]

@@ -1,10 +1,8 @@
 """Run one forward (and optionally backward) on a private copy of a model, measuring it.
 
-The caller's model is never touched: :func:`private_copy` deep-copies the module
-tree with every parameter and buffer pre-mapped in the ``deepcopy`` memo, so
-weights are never duplicated (meta: shape-only stand-ins; same device: the
-copy's parameters share storage through ``detach()``, so gradients and buffer
-updates land on the copy). Hooks go on the copy only.
+The caller's model is never touched: the run is on a private copy
+(:mod:`torchwise.model.private`, which also refuses any op on the caller's own
+tensors), and hooks go on the copy only.
 
 One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 (:mod:`torchwise.model.flops`) and newly allocated bytes
@@ -15,21 +13,20 @@ One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 from __future__ import annotations
 
 import contextlib
-import copy
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
 
 from torchwise.errors import TorchwiseError
 from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
 from torchwise.model.memory import LiveBytes, alive_bytes
+from torchwise.model.private import Untouched, private_copy, to_device
 
 
 @dataclass
@@ -81,70 +78,18 @@ def _fmt_shapes(values: Any) -> str:
     return ", ".join(parts) or "no tensors"
 
 
-def _fake(mode: FakeTensorMode, tensor: torch.Tensor) -> torch.Tensor:
-    # A fake tensor claims a CPU device but is backed by meta: shape-only, yet code
-    # that checks `x.device` or creates CPU constants in forward runs as on a CPU.
-    return FakeTensor(mode, torch.empty_like(tensor, device="meta"), torch.device("cpu"))
+class _Measure(Untouched):  # type: ignore[no-untyped-call]
+    """Adds each op's FLOPs and new bytes to every module on the call stack (and,
+    as :class:`Untouched`, refuses any op on the caller's own tensors)."""
 
-
-def private_copy(
-    model: torch.nn.Module, device: torch.device, fake: FakeTensorMode | None = None
-) -> torch.nn.Module:
-    """A copy of ``model`` on ``device`` (or fake CPU tensors) sharing no mutable state."""
-    memo: dict[int, Any] = {}
-    for param in model.parameters():
-        if fake is not None:
-            data = _fake(fake, param)
-        elif device.type == "meta":
-            data = torch.empty_like(param, device="meta")
-        elif param.device.type == "meta":
-            # Shape-only weights: materialise uninitialised memory, counts stay exact.
-            data = torch.empty_like(param, device=device)
-        else:
-            data = param.detach().to(device)  # no copy when already on device
-        memo[id(param)] = torch.nn.Parameter(data, requires_grad=param.requires_grad)
-    for buffer in model.buffers():
-        if fake is not None:
-            memo[id(buffer)] = _fake(fake, buffer)
-        elif device.type == "meta" or buffer.device.type == "meta":
-            memo[id(buffer)] = torch.empty_like(buffer, device=device)
-        else:
-            # Buffers change in forward (BatchNorm running stats): always a real copy.
-            memo[id(buffer)] = buffer.detach().to(device, copy=True)
-    try:
-        return copy.deepcopy(model, memo)
-    except Exception as exc:
-        raise TorchwiseError(
-            f"cannot copy {type(model).__name__} to inspect it without touching it: "
-            f"deepcopy raised {type(exc).__name__}: {exc}",
-            hint="torchwise never runs your own model object; make the module deep-copyable "
-            "(no open files, locks or generators as attributes)",
-        ) from None
-
-
-def to_device(values: Any, device: torch.device, fake: FakeTensorMode | None = None) -> Any:
-    """Move every tensor in a nested structure to ``device`` (meta: shape only)."""
-
-    def move(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return value
-        if fake is not None:
-            return _fake(fake, value)
-        if device.type == "meta":
-            return torch.empty_like(value, device="meta")
-        if value.device.type == "meta":
-            # Shape-only inputs have no values: zeros are valid for any dtype and index.
-            return torch.zeros_like(value, device=device)
-        return value.to(device)
-
-    return tree_map(move, values)
-
-
-class _Measure(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Adds each op's FLOPs and new bytes to every module on the call stack."""
-
-    def __init__(self, stack: list[str], records: dict[str, ModuleRecord], live: LiveBytes) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+    def __init__(
+        self,
+        original: torch.nn.Module,
+        stack: list[str],
+        records: dict[str, ModuleRecord],
+        live: LiveBytes,
+    ) -> None:
+        super().__init__(original)
         self.stack = stack
         self.records = records
         self.live = live
@@ -155,6 +100,7 @@ class _Measure(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
+        self.check(args, kwargs)
         out = func(*args, **kwargs)
         kind = F.classify(func)
         if kind == "counted":
@@ -225,7 +171,7 @@ def trace(
     grad = torch.enable_grad() if train else torch.no_grad()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with module_calls(work, on_enter=entered, on_exit=returned) as calls:
-        mode = _Measure(calls.stack, records, live)
+        mode = _Measure(model, calls.stack, records, live)
         try:
             # The measuring mode is entered last, so it sees each op before the fake mode.
             with grad, outer, mode:
@@ -244,7 +190,7 @@ def trace(
     if backward and train:
         loss = _loss(output)
         if loss is not None:
-            back = _Measure([], records, LiveBytes())
+            back = _Measure(model, [], records, LiveBytes())
             with outer, back:
                 loss.backward()  # type: ignore[no-untyped-call]
             flops_backward = back.flops
