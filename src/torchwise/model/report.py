@@ -70,8 +70,12 @@ def _totals(s: ModelSummary) -> list[tuple[str, str]]:
         ("Buffers", f"{s.buffer_count} ({nbytes(s.buffer_bytes)})"),
         ("Forward", f"{count(s.flops_forward, 'FLOPs')} = {count(s.macs_forward, 'MACs')}"),
     ]
+    rows += _attention_rows(s)
     if s.flops_training is not None:
-        rows.append(("Forward + backward", f"{count(s.flops_training, 'FLOPs')}"))
+        training = count(s.flops_training, "FLOPs")
+        if s.flops_convention != "full":
+            training += " (full convention)"
+        rows.append(("Forward + backward", training))
     rows.append((f"Peak activations ({s.mode})", nbytes(s.peak_activation_bytes)))
     if s.training is not None:
         t = s.training
@@ -86,6 +90,34 @@ def _totals(s: ModelSummary) -> list[tuple[str, str]]:
         )
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(s.unsupported_ops.items()))
     rows.append(("Unsupported ops", ops or "none (every op is counted or known to cost no MACs)"))
+    return rows
+
+
+def _attention_rows(s: ModelSummary) -> list[tuple[str, str]]:
+    """Attention's share of the forward and the FLOP convention in use."""
+    full = s.flops_forward_full
+    rows = []
+    if s.attention_flops_forward:
+        share = 100 * s.attention_flops_forward / max(full, 1)
+        rows.append(
+            (
+                "Attention",
+                f"{count(s.attention_flops_forward, 'FLOPs')} ({share:.1f}% of the full forward; "
+                "products of two activations: QK^T and PV)",
+            )
+        )
+    if s.flops_convention == "full":
+        text = (
+            "full: every multiply-accumulate of matrix products and convolutions, 2 FLOPs "
+            "each, attention's included (--flops-convention no-attention matches fvcore, "
+            "ptflops and timm's model cards)"
+        )
+    else:
+        text = (
+            "no-attention: products of two activations left out, as fvcore, ptflops and "
+            "timm's model cards count (--flops-convention full counts them)"
+        )
+    rows.append(("FLOP convention", text))
     return rows
 
 
@@ -134,13 +166,14 @@ def render_csv(s: ModelSummary) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
         ["name", "type", "depth", "input_shapes", "output_shapes", "params_own", "params_total",
-         "params_trainable", "flops", "activation_bytes", "calls"]
+         "params_trainable", "flops", "attention_flops", "activation_bytes", "calls"]
     )  # fmt: skip
     for layer in s.layers:
         writer.writerow(
             [layer.name, layer.type_name, layer.depth, shapes(layer.input_shapes),
              shapes(layer.output_shapes), layer.params_own, layer.params_total,
-             layer.params_trainable, layer.flops, layer.activation_bytes, layer.calls]
+             layer.params_trainable, layer.flops, layer.attention_flops, layer.activation_bytes,
+             layer.calls]
         )  # fmt: skip
     return out.getvalue()
 

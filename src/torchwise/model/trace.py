@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,8 @@ class ModuleRecord:
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)
     flops: int = 0
+    #: the part of ``flops`` in products of two activations (attention's QK^T and PV)
+    attention_flops: int = 0
     #: bytes of tensors the module created that are still alive when it returns: its
     #: outputs and, with autograd recording, what was saved for backward.
     activation_bytes: int = 0
@@ -50,6 +53,8 @@ class TraceResult:
 
     records: dict[str, ModuleRecord]
     flops_forward: int
+    #: the part of ``flops_forward`` in products of two activations
+    attention_flops_forward: int
     flops_backward: int | None
     unsupported_ops: dict[str, int]
     peak_activation_bytes: int
@@ -94,7 +99,28 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
         self.records = records
         self.live = live
         self.flops = 0
+        self.attention_flops = 0
         self.unsupported: Counter[str] = Counter()
+        #: tensors computed from the forward's inputs, id -> weak reference (ids are
+        #: reused once a tensor dies, so a hit must still point at the same object)
+        self.activations: dict[int, weakref.ref[torch.Tensor]] = {}
+
+    def track_inputs(self, values: Any) -> None:
+        """Seed the activations: everything computed from these is one too."""
+        for leaf in tree_flatten(values)[0]:
+            if isinstance(leaf, torch.Tensor):
+                self.activations[id(leaf)] = weakref.ref(leaf)
+
+    def is_activation(self, value: Any) -> bool:
+        ref = self.activations.get(id(value))
+        return ref is not None and ref() is value
+
+    def _from_activations(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        for arg in (*args, *kwargs.values()):
+            items = arg if isinstance(arg, list | tuple) else (arg,)
+            if any(self.is_activation(item) for item in items):
+                return True
+        return False
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
@@ -104,15 +130,21 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
         out = func(*args, **kwargs)
         kind = F.classify(func)
         if kind == "counted":
-            n = F.count(func, args, kwargs, out)
+            n, attention = F.count(func, args, kwargs, out, self.is_activation)
             self.flops += n
+            self.attention_flops += attention
             for name in self.stack:
-                self.records[name].flops += n
+                record = self.records[name]
+                record.flops += n
+                record.attention_flops += attention
         elif kind == "unsupported":
             self.unsupported[str(func.overloadpacket).removeprefix("aten.")] += 1
         leaves, _ = tree_flatten(out)
+        derived = bool(self.activations) and self._from_activations(args, kwargs)
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
+                if derived:
+                    self.activations[id(leaf)] = weakref.ref(leaf)
                 ref, nbytes = self.live.allocated(leaf)
                 if ref is not None:
                     for name in self.stack:
@@ -172,6 +204,7 @@ def trace(
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with module_calls(work, on_enter=entered, on_exit=returned) as calls:
         mode = _Measure(model, calls.stack, records, live)
+        mode.track_inputs((args, kwargs))
         try:
             # The measuring mode is entered last, so it sees each op before the fake mode.
             with grad, outer, mode:
@@ -199,6 +232,7 @@ def trace(
     return TraceResult(
         records=records,
         flops_forward=mode.flops,
+        attention_flops_forward=mode.attention_flops,
         flops_backward=flops_backward,
         unsupported_ops=dict(mode.unsupported),
         peak_activation_bytes=live.peak,
