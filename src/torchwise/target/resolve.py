@@ -1,7 +1,7 @@
 """``resolve_target``: a target string (plus options) -> a :class:`ResolvedTarget`.
 
 The steps read top to bottom: find the configured entry (if the target names
-one), make a :class:`_Recipe` saying how to build the model (zoo, hub, a build
+one), make a :class:`Recipe` saying how to build the model (zoo, hub, a build
 expression, or a class/factory/instance in a file or module), build it where
 ``build_on`` says, then materialise its inputs.
 """
@@ -9,7 +9,7 @@ expression, or a class/factory/instance in a file or module), build it where
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +22,9 @@ from torchwise.inputs import (
     parse_input_specs,
     spec_from_value,
 )
-from torchwise.target import hub, loading
+from torchwise.target import loading
 from torchwise.target.meta import REAL_BUILD_LIMIT, count_parameters, gib, params_on_meta
+from torchwise.target.recipes import Recipe, is_path, recipe_for
 
 if TYPE_CHECKING:
     import torch
@@ -100,24 +101,6 @@ class ResolvedTarget:
         return f"from {self.module} import {', '.join(self.build_names)}"
 
 
-@dataclass
-class _Recipe:
-    """How to build a target's model: what the resolver knows before building it."""
-
-    make: Callable[[], Any]  # builds the model, or (model, example inputs)
-    label: str  # for messages: "Net(dim=8)"
-    origin: str
-    module: str | None
-    module_file: Path | None = None
-    build: str | None = None
-    build_names: tuple[str, ...] = ()
-    cls: type | None = None
-    display: str | None = None
-    prebuilt: bool = False  # a module-level instance: nothing to build
-    make_on: Callable[[torch.device], Any] | None = None  # zoo: builds directly on a device
-    default_inputs: Callable[[torch.nn.Module], list[str]] | None = None
-
-
 def resolve_target(
     target: str,
     *,
@@ -156,7 +139,7 @@ def resolve_target(
         build_on = entry["build-on"]
     if batch_dim is None and entry.get("batch-dim") is not None:
         batch_dim = int(entry["batch-dim"])
-    recipe = _recipe(target, loading.parse_init_kwargs(kwargs_obj), build)
+    recipe = recipe_for(target, loading.parse_init_kwargs(kwargs_obj), build)
     result, built_on, notes = _construct(recipe, target, build_on, device)
     model, example_specs, example = _split_example(result, recipe.label)
     if not specs:
@@ -223,7 +206,7 @@ def _config_entry(name: str, config_start: Path | None) -> tuple[str, dict[str, 
             "timm:, or 'file.py' with build = '...')"
         )
     module_ref, colon, attr = ref.rpartition(":") if ":" in ref else (ref, "", "")
-    if _is_path(module_ref) and config.root is not None:
+    if is_path(module_ref) and config.root is not None:
         ref = f"{config.root / module_ref}{colon}{attr}"
     return ref, entry
 
@@ -234,120 +217,11 @@ def _listed(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-# -- recipes: how to build each kind of target ----------------------------------
-
-
-def _is_path(module_ref: str) -> bool:
-    return module_ref.endswith(".py") or "/" in module_ref or "\\" in module_ref
-
-
-def _recipe(target: str, init_kwargs: dict[str, Any], build: str | None) -> _Recipe:
-    scheme, _, rest = target.partition(":")
-    if scheme in ("zoo", "hf", "timm") and build is not None:
-        raise TorchwiseError(f"--build does not apply to {scheme}: targets; use --init-kwargs")
-    if scheme == "zoo":
-        return _zoo_recipe(rest, init_kwargs)
-    if scheme in ("hf", "timm"):
-        model = (hub.hf_model if scheme == "hf" else hub.timm_model)(rest, init_kwargs)
-        return _Recipe(
-            make=model.make, label=model.build, origin=model.origin, module=model.module,
-            build=model.build, build_names=model.build_names, cls=model.cls, display=target,
-            default_inputs=model.default_inputs,
-        )  # fmt: skip
-    if ":" in target:
-        module_ref, _, attr = target.rpartition(":")
-    elif target.endswith(".py") and build is not None:
-        module_ref, attr = target, ""
-    else:
-        raise TorchwiseError(
-            f"target {target!r} names a file but no model in it",
-            hint=f"use {target}:ClassName, or give --build 'Model(Config())'",
-        )
-    return _module_recipe(module_ref, attr, init_kwargs, build)
-
-
-def _zoo_recipe(name: str, init_kwargs: dict[str, Any]) -> _Recipe:
-    from torchwise import zoo
-
-    entry = zoo.get(name)
-    options = {**entry.options, **init_kwargs}
-    builder = entry.builder.__name__
-    return _Recipe(
-        make=lambda: entry.build(**init_kwargs), label=f"zoo:{entry.name}", origin="zoo",
-        make_on=lambda device: entry.build(device=device, **init_kwargs),
-        module=entry.builder.__module__, build=loading.call_expression(builder, options),
-        build_names=(builder,), display=f"zoo:{name}",
-        default_inputs=lambda model: list(entry.inputs),
-    )  # fmt: skip
-
-
-def _module_recipe(
-    module_ref: str, attr: str, init_kwargs: dict[str, Any], build: str | None
-) -> _Recipe:
-    module, path = loading.load_module(module_ref)
-    is_file = _is_path(module_ref)
-    import_name = path.stem if is_file and path is not None else module_ref
-    common: dict[str, Any] = {
-        "origin": "file" if is_file else "module",
-        "module": import_name,
-        "module_file": path if is_file else None,
-    }
-    named = loading.lookup(module, module_ref, attr) if attr else None
-    named_cls = named if isinstance(named, type) else None
-    if build is not None:
-        if init_kwargs:
-            raise TorchwiseError(
-                "--init-kwargs does not apply with --build; write the arguments into the expression"
-            )
-        expression = build.strip()
-        loading.compile_build(expression)  # a syntax error is reported before anything runs
-        return _Recipe(
-            make=lambda: loading.evaluate_build(expression, module, module_ref, path),
-            label=expression, build=expression, cls=named_cls, display=attr or None,
-            build_names=loading.free_names(expression, vars(module)), **common,
-        )  # fmt: skip
-    import torch
-
-    if isinstance(named, torch.nn.Module):
-        if init_kwargs:
-            raise TorchwiseError(f"{attr} is a module instance; --init-kwargs does not apply")
-        return _Recipe(
-            make=lambda: named, label=attr, build=attr, cls=type(named), display=attr,
-            prebuilt=True, build_names=loading.free_names(attr, vars(module)), **common,
-        )  # fmt: skip
-    if not callable(named):
-        raise TorchwiseError(
-            f"{attr} is a {type(named).__name__}, not an nn.Module, a Module subclass or a factory"
-        )
-    expression = loading.call_expression(attr, init_kwargs)
-    return _Recipe(
-        make=lambda: _call(named, attr, init_kwargs, module_ref, path), label=attr,
-        build=expression, cls=named_cls, display=attr,
-        build_names=loading.free_names(expression, vars(module)), **common,
-    )  # fmt: skip
-
-
-def _call(obj: Any, label: str, init_kwargs: dict[str, Any], where: str, path: Path | None) -> Any:
-    try:
-        signature = inspect.signature(obj)
-        signature.bind(**init_kwargs)
-    except TypeError as exc:
-        raise TorchwiseError(
-            f"cannot build {label} with {init_kwargs}: {exc}",
-            hint=f"its signature is {label}{signature}; pass --init-kwargs as JSON",
-        ) from None
-    except ValueError:
-        pass  # no introspectable signature (builtins): just try the call
-    with loading.run_user_code(where, f"building {loading.call_expression(label, init_kwargs)}",
-                               path):  # fmt: skip
-        return obj(**init_kwargs)
-
-
 # -- building: on meta, for real, or refused -----------------------------------
 
 
 def _construct(
-    recipe: _Recipe, target: str, build_on: str, device: str
+    recipe: Recipe, target: str, build_on: str, device: str
 ) -> tuple[Any, str, list[str]]:
     """Build the recipe; (result, the device type its parameters are on, notes)."""
     import torch
@@ -398,7 +272,7 @@ def _meta_refused(target: str, device: str) -> TorchwiseError:
     )
 
 
-def _probe(recipe: _Recipe) -> Any:
+def _probe(recipe: Recipe) -> Any:
     """Build once on meta, output silenced, to learn the size; None if that fails."""
     try:
         with loading.silenced(), params_on_meta():
