@@ -61,3 +61,12 @@ def test_doctor_help_lists_the_target_options() -> None:
     result = CliRunner().invoke(app, ["doctor", "--help"])
     for option in ("--build", "--build-on", "--batch-dim", "hf:NAME"):
         assert option in result.output
+
+
+def test_syntax_error_points_at_the_users_line_not_torchwise(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nclass Net(torch.nn.Module)\n    pass\n")
+    result = CliRunner().invoke(app, ["inspect", f"{bad}:Net", "--input", "f32[1,2]"])
+    assert result.exit_code == 2
+    assert f"{bad}:2" in result.output and "SyntaxError" in result.output
+    assert "target" not in result.output.replace(str(tmp_path), "")  # no torchwise frame

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchwise.errors import TorchwiseError
-from torchwise.target.loading import call_expression, exception_line
+from torchwise.errors import TorchwiseError, exception_line
+from torchwise.target.loading import call_expression
 
 if TYPE_CHECKING:
     import torch

@@ -19,56 +19,25 @@ import io
 import json
 import re
 import sys
-import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from torchwise.errors import TorchwiseError
-
-
-def _not_user_dirs() -> tuple[str, ...]:
-    """Directories whose frames are never the user's code: torchwise, torch, the stdlib."""
-    dirs = [Path(__file__).parents[1], Path(traceback.__file__).parent]
-    torch_spec = importlib.util.find_spec("torch")
-    if torch_spec is not None and torch_spec.origin:
-        dirs.append(Path(torch_spec.origin).parent)
-    return tuple(str(d) for d in dirs)
+from torchwise.errors import (
+    TorchwiseError,
+    UserCodeError,
+    display_path,
+    user_frame,
+)
 
 
 def user_location(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost frame of ``exc`` that is the user's own code.
-
-    Skipped: torchwise, torch, the standard library, site-packages/dist-packages
-    and synthetic frames (``<frozen importlib>``, ``<string>``).
-    """
+    """``file:line`` of the innermost frame of ``exc`` in the user's code, if any."""
     if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
-        return f"{exc.filename}:{exc.lineno}"
-    skip = _not_user_dirs()
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        name = frame.filename
-        if name.startswith("<") or name.startswith(skip):
-            continue
-        if "site-packages" in name or "dist-packages" in name:
-            continue
-        return f"{name}:{frame.lineno}"
-    return None
-
-
-def exception_line(exc: BaseException) -> str:
-    """``ValueError: bad value``: the exception's type and first message line."""
-    if isinstance(exc, SyntaxError):
-        return f"{type(exc).__name__}: {exc.msg}"
-    text = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def user_code_error(doing: str, exc: BaseException) -> TorchwiseError:
-    """One message for "the user's code raised": what we did, where, and what it raised."""
-    where = user_location(exc)
-    at = f" ({where})" if where else ""
-    return TorchwiseError(f"{doing} raised{at}: {exception_line(exc)}")
+        return f"{display_path(exc.filename)}:{exc.lineno}"
+    frame = user_frame(exc)
+    return None if frame is None else f"{display_path(frame.filename)}:{frame.lineno}"
 
 
 @contextlib.contextmanager
@@ -126,7 +95,7 @@ def run_user_code(where: str, doing: str, path: Path | None = None) -> Iterator[
         raise
     except Exception as exc:
         sys.stderr.write(captured.getvalue())
-        raise user_code_error(doing, exc) from None
+        raise UserCodeError.from_exception(exc, doing=doing) from None
     sys.stderr.write(captured.getvalue())
 
 
