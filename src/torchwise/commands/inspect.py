@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from torchwise.commands._target import target_options
+from torchwise.commands._target import TargetArgs, target_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,9 +39,7 @@ from torchwise.commands._target import target_options
     help="Skip the training-mode pass (backward FLOPs and training memory).",
 )  # fmt: skip
 def inspect(
-    target: str,
-    inputs: tuple[str, ...],
-    init_kwargs: str | None,
+    target: TargetArgs,
     device: str,
     mode: str,
     depth: int | None,
@@ -51,7 +47,6 @@ def inspect(
     scaling: str | None,
     flops_convention: str,
     no_training: bool,
-    config_start: Path | None,
 ) -> None:
     """Measure a model: shapes, parameters, FLOPs and memory, layer by layer.
 
@@ -67,13 +62,10 @@ def inspect(
     from torchwise.model.scaling import parse_scaling
     from torchwise.model.scaling import scaling as run_scaling
     from torchwise.model.summary import summarize
-    from torchwise.target import resolve_target
 
     dimension = parse_scaling(scaling) if scaling else None
     # Zoo models are built directly on the inspection device: meta costs no memory.
-    resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device=device
-    )
+    resolved = target.resolve(device=device)
     if dimension is not None:
         result = run_scaling(
             resolved, dimension[0], dimension[1], device=device, mode=mode,

@@ -40,6 +40,9 @@ def run_doc(
     action: str | None = None,
     markdown: Path | None = None,
     config_start: Path | None = None,
+    build: str | None = None,
+    build_on: str = "auto",
+    batch_dim: int | None = None,
 ) -> tuple[int, str, str]:
     """Run ``torchwise doc``; returns (exit code, stdout text, stderr text)."""
     from torchwise.target import resolve_target
@@ -54,8 +57,9 @@ def run_doc(
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
     resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta"
-    )
+        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
+        build=build, build_on=build_on, batch_dim=batch_dim,
+    )  # fmt: skip
     doc = document(target, resolved, config_start=config_start)
     out: list[str] = []
     err: list[str] = [f"Example ran ({doc.example_device}) and printed the documented shapes."]
