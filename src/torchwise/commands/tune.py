@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import target_options
+from torchwise.commands._target import TargetArgs, target_options
 from torchwise.console import Console
 
 _SIZE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -120,10 +118,7 @@ def _parse_size(text: str | None) -> int | None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @output_options()
 def tune(
-    target: str,
-    inputs: tuple[str, ...],
-    init_kwargs: str | None,
-    config_start: Path | None,
+    target: TargetArgs,
     loss: str,
     optimizer: str,
     loader: str | None,
@@ -159,18 +154,15 @@ def tune(
       torchwise tune model.py:GPT -i 'i64[8,128]<50257' --optimizer 'adamw:lr=3e-4' --find-lr
       torchwise tune model.py:MLP -i 'f32[64,512]' --loader data.py:make_loader
     """
-    from torchwise.deps import require
-
-    require("torch", purpose="torchwise tune")
     if fmt == "html" and console.output is None:
         console.note("note: --format html writes a whole page; use -o report.html to save it")
-    from torchwise.target import resolve_target
     from torchwise.tune import TuneOptions
     from torchwise.tune import tune as run_tune
 
-    resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="cpu"
-    )
+    # Built on the CPU: tune copies the model to the device for every trial.
+    resolved = target.resolve(device="cpu")
+    for note in resolved.notes:
+        console.note(f"note: {note}")
     options = TuneOptions(
         loss=loss,
         optimizer=optimizer,
@@ -186,6 +178,7 @@ def tune(
         max_batch_size=max_batch_size,
         memory_budget=_parse_size(memory_budget),
         headroom=headroom,
+        batch_dim=resolved.batch_dim,
         find_lr=find_lr,
         lr_range=lr_range,
         seed=seed,

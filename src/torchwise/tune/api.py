@@ -167,7 +167,7 @@ def tune(
     return TuneReport(
         name=label,
         environment=environment,
-        workload=describe_workload(workload, loss_choice, source),
+        workload=describe_workload(workload, loss_choice, source, options.batch_dim),
         search=result,
         skipped=[(k, reason) for k, reason in skipped if reason != "not selected"],
         profile=profile,
@@ -233,6 +233,11 @@ def build_workload(
         if isinstance(options.optimizer, OptimizerSpec)
         else parse_optimizer(options.optimizer)
     )
+    if any(p.device.type == "meta" for p in model.parameters()):
+        raise TorchwiseError(
+            f"{label} has its parameters on the meta device (no values): tune trains real steps",
+            hint="build it on the CPU (--build-on cpu) with a configuration that fits in memory",
+        )
     probe = copy_model(model).to(device)
     probe.train()
     moved = map_tensors((batch.args, batch.kwargs), lambda t: t.to(device))
@@ -294,7 +299,7 @@ def _profile(workload: Workload, step_s: float | None) -> tuple[Profile | None, 
 
 
 def describe_workload(
-    workload: Workload, choice: LossChoice, source: LoaderSource | None
+    workload: Workload, choice: LossChoice, source: LoaderSource | None, batch_dim: int = 0
 ) -> dict[str, Any]:
     batch = workload.batch
     shapes = [f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in _tensors(batch)]
@@ -303,7 +308,7 @@ def describe_workload(
         "model": workload.name,
         "parameters": params,
         "batch": shapes,
-        "batch_size": _batch_size(batch),
+        "batch_size": _batch_size(batch, batch_dim),
         "loss": choice.describe(),
         "optimizer": workload.optimizer.call_text(),
         "loader": source.origin if source is not None else None,
@@ -318,9 +323,9 @@ def _tensors(batch: Batch) -> list[torch.Tensor]:
     return tensors_in((batch.args, batch.kwargs, batch.target))
 
 
-def _batch_size(batch: Batch) -> int | None:
+def _batch_size(batch: Batch, batch_dim: int = 0) -> int | None:
     tensors = _tensors(Batch(batch.args, batch.kwargs))
-    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else None
+    return int(tensors[0].shape[batch_dim]) if tensors and tensors[0].dim() > batch_dim else None
 
 
 def canonical_for(workload: Workload, choice: LossChoice, source: LoaderSource | None) -> Loop:
