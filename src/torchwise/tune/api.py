@@ -272,7 +272,7 @@ def workload_facts(workload: Workload, options: TuneOptions) -> Facts:
         checkpoint_blocks=find_blocks(model)[0],
         bf16_supported=torch.cuda.is_bf16_supported() if cuda else True,
         tf32_capable=capability >= (8, 0),
-        static_shapes=True,
+        static_shapes=workload.loader is None or workload.loader.static_shapes,
     )
 
 

@@ -113,6 +113,17 @@ class LoaderSource:
     def batch_size(self) -> int | None:
         return self.loader.batch_size
 
+    @property
+    def static_shapes(self) -> bool:
+        """Whether every batch has the same size (no short last batch of an epoch)."""
+        dl = self.loader
+        if dl.drop_last or self.is_iterable or dl.batch_size is None:
+            return bool(dl.drop_last)
+        try:
+            return len(dl.dataset) % dl.batch_size == 0  # type: ignore[arg-type]
+        except TypeError:
+            return False
+
     def build(self, settings: LoaderSettings) -> DataLoader[Any]:
         if settings in self._loaders:
             return self._loaders[settings]

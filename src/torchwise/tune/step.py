@@ -315,10 +315,14 @@ class TrainingStep:
     def forward_loss(self, batch: Batch) -> torch.Tensor:
         with self.autocast():
             output = self.forward_module(*batch.args, **batch.kwargs)
-            target = batch.target if batch.target is not None else self.workload.batch.target
-            if target is None:
-                raise TorchwiseError("no target for the loss: the loader's batches carry none")
-            return self.workload.loss_fn(primary_output(output), target.to(self.device))
+            prediction = primary_output(output)
+            target = batch.target
+            if target is None:  # a loader of bare inputs: the made-up labels, cut to size
+                target = self.workload.batch.target
+                if target is None:
+                    raise TorchwiseError("no target for the loss: the loader's batches carry none")
+                target = target[: prediction.shape[0]]
+            return self.workload.loss_fn(prediction, target.to(self.device))
 
     def backward(self, loss: torch.Tensor) -> None:
         scaled = self.scaler.scale(loss) if self.scaler is not None else loss
