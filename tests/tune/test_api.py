@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from html.parser import HTMLParser
@@ -16,6 +17,8 @@ from conftest import TinyCNN, TinyMLP
 
 from torchwise.errors import TorchwiseError
 from torchwise.tune import SessionConfig, TuneReport, tune
+from torchwise.tune.batch_size import BatchSizeResult, SizeRun
+from torchwise.tune.lr_range import LRResult, analyse_curve
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "loader_data.py"
@@ -33,17 +36,30 @@ def documented_schema() -> dict[str, object]:
 @pytest.fixture(scope="module")
 def cnn_report() -> TuneReport:
     torch.manual_seed(0)
-    return tune(
+    report = tune(
         TinyCNN(),
         torch.randn(4, 3, 8, 8),
         budget_s=3,
         session=QUICK,
         knobs=["channels-last", "fused-optimizer", "zero-grad-in-place"],
-        find_batch_size=True,
-        max_batch_size=8,
-        find_lr=True,
-        lr_steps=20,
     )
+    # The finders run for real in test_finders.py; here their results only need rendering.
+    lrs = [1e-6 * 10 ** (i / 10) for i in range(60)]
+    losses = [2.0 - 1.5 / (1 + math.exp(-3 * (math.log10(lr) + 3))) for lr in lrs]
+    report.lr = LRResult(lrs, losses, analyse_curve(lrs, losses), "one fixed synthetic batch", None)
+    probes = [SizeRun(s, True, 8, 1000 * s + 4000, 1e-4 * s**0.8) for s in (4, 8, 16)]
+    report.batch_size = BatchSizeResult(
+        4,
+        2**20,
+        "--memory-budget",
+        0.2,
+        16,
+        probes,
+        [SizeRun(16, True, 10, 20_000, 1e-3)],
+        16,
+        "verified",
+    )
+    return report
 
 
 def test_tune_leaves_the_model_rng_and_threads_alone() -> None:
@@ -73,7 +89,7 @@ def test_the_json_matches_the_documented_schema(cnn_report: TuneReport) -> None:
     assert data["workload"]["batch_size"] == 4
     statuses = {t["knob"]: t["status"] for t in data["trials"]}
     assert set(statuses) == {"channels-last", "fused-optimizer", "zero-grad-in-place"}
-    assert data["batch_size"]["pick"] in (4, 8)
+    assert data["batch_size"]["pick"] == 16 and data["lr"]["confidence"] != "none"
     assert data["baseline"]["phases_s"]["forward"] > 0
 
 
