@@ -108,7 +108,10 @@ def test_fit_exponent_and_parse() -> None:
         (["zoo:gpt2", "--scaling", "tokens=8,16"], "no input has a dimension named tokens"),
         (["zoo:nope"], "no zoo model 'nope'"),
         (["zoo:resnet18", "--input", "f32[1,3,224"], "bad input spec"),
-        (["zoo:resnet18", "--input", "f32[1,4,224,224]"], "forward failed in conv1 (Conv2d)"),
+        (
+            ["zoo:resnet18", "--input", "f32[1,4,224,224]"],
+            "forward of ResNet raised in conv1 (Conv2d)",
+        ),
     ],
 )
 def test_errors_exit_2_with_one_clear_line(args: list[str], message: str) -> None:

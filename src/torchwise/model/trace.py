@@ -13,7 +13,6 @@ One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 from __future__ import annotations
 
 import contextlib
-import traceback
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
-from torchwise.errors import TorchwiseError
+from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
 from torchwise.model.memory import LiveBytes, alive_bytes
@@ -64,8 +63,9 @@ class TraceResult:
     device: str
 
 
-class ForwardError(TorchwiseError):
-    """The model's forward raised; says in which submodule, with what shapes."""
+class ForwardError(UserCodeError):
+    """The model's forward raised: the one message for it (submodule, the user's
+    ``file:line``), with the shapes that submodule received as the hint."""
 
 
 def _shapes(values: Any) -> list[tuple[int, ...]]:
@@ -153,6 +153,29 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
         return out
 
 
+def forward_error(
+    exc: BaseException,
+    model: torch.nn.Module,
+    work: torch.nn.Module,
+    failed: ModuleCall | None,
+    inputs: Any,
+) -> ForwardError:
+    """The one message for a forward that raised: which submodule, where in the user's
+    code, and (as the hint) the shapes that submodule received."""
+    where = None
+    if failed is not None and failed.name:
+        where = f"{failed.name} ({type(work.get_submodule(failed.name)).__name__})"
+    received = _fmt_shapes((failed.args, failed.kwargs) if failed else inputs)
+    error = ForwardError.from_exception(
+        exc,
+        doing=f"forward of {type(model).__name__}",
+        where=where,
+        hint=f"it received {received}; check that --input describes forward's arguments",
+    )
+    assert isinstance(error, ForwardError)  # from_exception builds cls
+    return error
+
+
 def _loss(output: Any) -> torch.Tensor | None:
     leaves, _ = tree_flatten(output)
     parts = [t.float().sum() for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -212,12 +235,7 @@ def trace(
         except TorchwiseError:
             raise
         except Exception as exc:
-            failed = calls.failed
-            where = failed.name if failed is not None else ""
-            label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
-            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            received = _fmt_shapes((failed.args, failed.kwargs) if failed else (args, kwargs))
-            raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
+            raise forward_error(exc, model, work, calls.failed, (args, kwargs)) from exc
     saved = live.current
     flops_backward = None
     if backward and train:
