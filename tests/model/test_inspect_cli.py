@@ -117,3 +117,13 @@ def test_fit_exponent_and_parse() -> None:
 def test_errors_exit_2_with_one_clear_line(args: list[str], message: str) -> None:
     code, out = run(*args)
     assert code == 2 and message in out and "Traceback" not in out
+
+
+def test_scaling_api_takes_a_target_string() -> None:
+    # The documented call: scaling("zoo:llama-tiny", "seq", [...]) (it used to raise
+    # AttributeError: a str has no input_specs).
+    from torchwise.model.scaling import scaling
+
+    result = scaling("zoo:llama-tiny", "seq", [16, 32])
+    assert [p.size for p in result.points] == [16, 32]
+    assert result.flops_exponent is not None and 1.0 <= result.flops_exponent < 1.2
