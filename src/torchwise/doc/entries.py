@@ -19,6 +19,7 @@ import builtins
 import contextlib
 import inspect
 import io
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +37,14 @@ MAX_ENTRY = 96
 
 
 def _annotation(param: inspect.Parameter) -> str | None:
+    """The annotation as a user writes it: ``LlamaConfig``, ``Tensor | None``."""
     if param.annotation is inspect.Parameter.empty:
         return None
     if isinstance(param.annotation, str):
         return param.annotation
-    return inspect.formatannotation(param.annotation)
+    text = inspect.formatannotation(param.annotation)
+    text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
 
 
 def _default(value: Any) -> str:

@@ -19,6 +19,7 @@ import importlib.machinery
 import io
 import os
 import sys
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +182,44 @@ def _expected_print(printed: str) -> tuple[str, list[str]]:
     return "  # doctest: +ELLIPSIS", [lines[0], "..."]
 
 
+#: Example lines longer than this are continued after a comma (doctest's ``...`` prompt).
+EXAMPLE_WIDTH = 88
+
+
+def split_code(code: str, width: int = EXAMPLE_WIDTH) -> list[str]:
+    """``code`` as lines of at most ``width`` characters where it can be: broken after
+    commas inside brackets (never inside a string), continuations indented 4 spaces."""
+    if len(code) <= width:
+        return [code]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return [code]
+    breaks, depth = [], 0
+    for token in tokens:
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.OP and token.string == "," and depth > 0:
+            breaks.append(token.end[1])  # one line of code: columns are offsets
+    lines: list[str] = []
+    start = last = 0
+    for cut in [*breaks, len(code)]:
+        indent = 0 if not lines else 4
+        if cut - start + indent > width and last > start:
+            lines.append(code[start:last].strip())
+            start = last
+        last = cut
+    lines.append(code[start:].strip())
+    return [lines[0], *("    " + line for line in lines[1:])]
+
+
+def _prompted(code: str) -> list[str]:
+    first, *rest = split_code(code)
+    return [f">>> {first}", *(f"... {line}" for line in rest)]
+
+
 def doctest_lines(
     recipe_: Recipe, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
 ) -> list[str]:
@@ -194,7 +233,8 @@ def doctest_lines(
             f"...     model = {recipe_.expression}.eval()",
         ]
     else:
-        lines += [f">>> model = {recipe_.expression}.eval(){directive}", *printed]
+        lines += _prompted(f"model = {recipe_.expression}.eval(){directive}")
+        lines += printed
     lines += [f">>> {line}" for line in call_lines(rt, names, shapes)]
     for check, value in output_checks(shapes):
         lines += [f">>> {check}", value]
@@ -206,7 +246,13 @@ def script_lines(
 ) -> list[str]:
     stdlib = [line for line in recipe_.imports if line == "import sys"]
     rest = [line for line in recipe_.imports if line != "import sys"]
-    lines = [*stdlib, "import torch", *rest, "", f"model = {recipe_.script_expression}"]
+    lines = [
+        *stdlib,
+        "import torch",
+        *rest,
+        "",
+        *split_code(f"model = {recipe_.script_expression}"),
+    ]
     lines += ["model.eval()", "with torch.no_grad():"]
     lines += [f"    {line}" for line in call_lines(rt, names, shapes)]
     lines += [f"print({check})  # {value}" for check, value in output_checks(shapes)]

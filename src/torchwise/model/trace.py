@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
 from torchwise.errors import TorchwiseError, UserCodeError
@@ -83,6 +83,41 @@ def _fmt_shapes(values: Any) -> str:
     return ", ".join(parts) or "no tensors"
 
 
+def _grouped_mm_shape_only(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    offs: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``_grouped_mm``'s output on meta/fake tensors, from shapes alone.
+
+    torch's meta kernel accepts only bfloat16 (it mirrors the CUDA kernel) while the
+    CPU kernel runs float32 too, so transformers' Mixtral cannot run on meta without
+    this. 2D x 3D: (M, N); 3D x 3D: (G, M, N); 3D x 2D: (M, N); 2D x 2D: (G, M, N)
+    with G the number of offsets.
+    """
+    if a.dim() == 2 and b.dim() == 2:
+        assert offs is not None
+        size = [offs.shape[0], a.shape[0], b.shape[1]]
+    elif a.dim() == 2:
+        size = [a.shape[0], b.shape[-1]]
+    elif b.dim() == 2:
+        size = [a.shape[1], b.shape[1]]
+    else:
+        size = [a.shape[0], a.shape[1], b.shape[-1]]
+    return torch.empty(size, dtype=out_dtype or a.dtype, device=a.device)
+
+
+#: Ops whose meta kernels are stricter than the CPU kernels they stand for.
+_SHAPE_ONLY: dict[Any, Any] = {torch.ops.aten._grouped_mm.default: _grouped_mm_shape_only}
+
+
+def _without_data(args: tuple[Any, ...]) -> bool:
+    return any(isinstance(a, FakeTensor) or (isinstance(a, torch.Tensor) and a.is_meta)
+               for a in args)  # fmt: skip
+
+
 class _Measure(Untouched):  # type: ignore[no-untyped-call]
     """Adds each op's FLOPs and new bytes to every module on the call stack (and,
     as :class:`Untouched`, refuses any op on the caller's own tensors)."""
@@ -127,7 +162,10 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
     ) -> Any:
         kwargs = kwargs or {}
         self.check(args, kwargs)
-        out = func(*args, **kwargs)
+        if func in _SHAPE_ONLY and _without_data(args):
+            out = _SHAPE_ONLY[func](*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
         kind = F.classify(func)
         if kind == "counted":
             n, attention = F.count(func, args, kwargs, out, self.is_activation)
