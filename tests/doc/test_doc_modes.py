@@ -62,7 +62,7 @@ def test_mode_differences_name_the_modules_and_ignore_prose_and_p0() -> None:
 def test_self_training_branches_say_what_changes_or_nothing() -> None:
     model = nn.Sequential(Attention(0.1), Attention(0.0))
     lines = mode_differences(model)
-    assert "- Attention (``0``): ``0.1`` in train, ``0`` in eval." in lines
+    assert "- Attention (``0``): ``p=0.1`` in train, ``p=0`` in eval." in lines
     assert "- Attention (``0``): ``dropout_p=0.1`` in train, ``dropout_p=0.0`` in eval." in lines
     # Attention(0.0) ("1") is in neither line above: its branches change nothing. The
     # `if` statement and the dropout on a local p cannot be evaluated: shown for both.

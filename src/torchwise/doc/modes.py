@@ -141,7 +141,11 @@ def _describe(
         if value_train == value_eval:
             return ""
         holder = parents.get(parent)
-        label = f"{holder.arg}=" if isinstance(holder, ast.keyword) and holder.arg else ""
+        label = ""
+        if isinstance(holder, ast.keyword) and holder.arg:
+            label = f"{holder.arg}="  # dropout_p=... if self.training else 0
+        elif isinstance(holder, ast.Assign) and isinstance(holder.targets[0], ast.Name):
+            label = f"{holder.targets[0].id}="  # p = ... if self.training else 0.0
         return f"``{label}{value_train!r}`` in train, ``{label}{value_eval!r}`` in eval"
     if isinstance(parent, ast.keyword) and parent.arg == "training":
         call = parents.get(parent)
