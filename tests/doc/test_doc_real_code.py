@@ -159,3 +159,33 @@ def test_a_wrong_input_shape_is_one_line_not_torch_logs(project: Path) -> None:
         lines = err.strip().splitlines()
         assert len(lines) == 2, err  # error + hint, no FakeTensor traceback log
         assert lines[0].startswith("error: forward of RNNModel raised in rnn (LSTM)")
+
+
+def test_shape_experiments_report_progress(project: Path) -> None:
+    import contextlib
+    from collections.abc import Iterator
+
+    from torchwise.doc import run_doc
+
+    class Recorder:
+        """Stands in for torchwise.console.Console: what a progress bar would be told."""
+
+        def __init__(self) -> None:
+            self.bars: list[tuple[int | None, str]] = []
+            self.steps = 0
+
+        @contextlib.contextmanager
+        def progress(self, total: int | None, description: str) -> Iterator[Recorder]:
+            self.bars.append((total, description))
+            yield self
+
+        def advance(self, steps: int = 1, *, label: str | None = None) -> None:
+            self.steps += steps
+
+    console = Recorder()
+    code, out, _ = run_doc(LSTM_TARGET[0], inputs=[LSTM_TARGET[2]], batch_dim=1,
+                           console=console)  # type: ignore[arg-type]  # fmt: skip
+    assert code == 0 and "shape experiments" not in out
+    assert [d for _, d in console.bars] == ["doc: shape experiments"]
+    total = console.bars[0][0]
+    assert total is not None and console.steps >= 5  # one step per forward run
