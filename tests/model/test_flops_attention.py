@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchwise.model import summarize
-from torchwise.model.flops import FORMULAS, NO_MAC_OPS, classify, grouped_mm_flop
+from torchwise.model.flops import FORMULAS, classify, grouped_mm_flop
+from torchwise.model.zero_cost import NO_MAC_OPS
 
 aten = torch.ops.aten
 B, T, C, H = 2, 16, 32, 4  # batch, tokens, channels, heads: head size 8
