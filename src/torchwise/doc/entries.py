@@ -23,6 +23,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from torchwise.doc import returns as docreturns
 from torchwise.doc import shapes as docshapes
 from torchwise.doc.docstrings import GenEntry
 from torchwise.units import exact
@@ -203,7 +204,7 @@ def forward_entries(
     specs: list[InputSpec],
     names: list[str],
     shapes: docshapes.SymbolicShapes,
-    effects: list[docshapes.OptionalEffect] | None = None,
+    effects: list[docreturns.OptionalEffect] | None = None,
 ) -> list[GenEntry]:
     """``forward``'s arguments: measured types for the given inputs, the type an optional
     argument was tried with when it changed the outputs, the signature otherwise."""
@@ -229,7 +230,7 @@ def forward_entries(
 
 
 def returns_type(
-    shapes: docshapes.SymbolicShapes, effects: list[docshapes.OptionalEffect] | None = None
+    shapes: docshapes.SymbolicShapes, effects: list[docreturns.OptionalEffect] | None = None
 ) -> str:
     """The return value's structure with each tensor's type, ``None`` members kept, and
     for each top-level member what an optional argument turns it into."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchwise.doc import example as docexample
+from torchwise.doc import returns as docreturns
 from torchwise.doc import shapes as docshapes
 from torchwise.doc.docstrings import merge, parse
 from torchwise.doc.entries import (
@@ -59,7 +60,7 @@ class ModelDoc:
     docstrings: dict[DocTarget, str] = field(default_factory=dict)
     example_device: str = "cpu"
     #: what optional forward arguments change in the outputs
-    effects: list[docshapes.OptionalEffect] = field(default_factory=list)
+    effects: list[docreturns.OptionalEffect] = field(default_factory=list)
     #: what the user should hear that does not belong in a docstring (ops without a
     #: FLOP formula, fallbacks), shown on stderr
     notes: list[str] = field(default_factory=list)
@@ -89,7 +90,7 @@ def document(
         shapes = docshapes.infer(
             model, rt.input_specs, names, batch_dim=rt.batch_dim, progress=progress
         )
-        effects = docshapes.optional_effects(model, rt.input_specs, progress)
+        effects = docreturns.optional_effects(model, rt.input_specs, progress)
     if shapes.device != "meta":
         summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
     scaling = flop_scaling(model, rt, shapes, summary.flops_forward)
