@@ -241,7 +241,7 @@ def timm_cases() -> list[Case]:
 
     # ViT's position embeddings fix its size; the convolutional nets take any (64: fast)
     sizes = {"resnet18": 64, "vit_tiny_patch16_224": 224, "mobilenetv3_small_100": 64,
-             "efficientnet_b0": 64, "convnext_atto": 64}  # fmt: skip
+             "convnext_atto": 64}  # fmt: skip
     return [
         Case(name, "timm", lambda name=name: timm.create_model(name), image(size))
         for name, size in sizes.items()

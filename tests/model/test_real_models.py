@@ -27,7 +27,6 @@ TIMM_PARAMS = {
     "resnet18": 11_689_512,
     "vit_tiny_patch16_224": 5_717_416,
     "mobilenetv3_small_100": 2_542_856,
-    "efficientnet_b0": 5_288_548,
     "convnext_atto": 3_695_520,
 }
 # Mixtral, 2 layers, 2 x 16 tokens: per token and layer the attention projections

@@ -9,6 +9,7 @@ re-parses with exactly the generated docstrings.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +53,21 @@ def _installed_or_ours(path: Path) -> str | None:
     return None
 
 
+def _check_writable(path: Path) -> None:
+    """One clear error now if the page cannot be written later (a directory, /proc)."""
+    if path.is_dir():
+        raise OutputError(
+            f"cannot write {path}: it is a directory",
+            hint="give the page's file name, e.g. --markdown docs/models/net.md",
+        )
+    existing = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def run_doc(
     target: str,
     *,
@@ -82,11 +98,8 @@ def run_doc(
             f"{target} is a built-in reference model; --write edits only your own source",
             hint="use --diff or --markdown PATH to see or publish its documentation",
         )
-    if markdown is not None and markdown.is_dir():
-        raise OutputError(
-            f"cannot write {markdown}: it is a directory",
-            hint="give the page's file name, e.g. --markdown docs/models/net.md",
-        )
+    if markdown is not None and action != "check":
+        _check_writable(markdown)  # before minutes of measuring, not after
 
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
