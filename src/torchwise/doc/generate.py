@@ -90,7 +90,7 @@ def document(
         shapes = docshapes.infer(
             model, rt.input_specs, names, batch_dim=rt.batch_dim, progress=progress
         )
-        effects = docreturns.optional_effects(model, rt.input_specs, progress)
+        effects = docreturns.optional_effects(model, rt.input_specs, shapes.output_tree, progress)
     if shapes.device != "meta":
         summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
     scaling = flop_scaling(model, rt, shapes, summary.flops_forward)

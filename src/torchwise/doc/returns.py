@@ -52,11 +52,26 @@ def _members(value: Any) -> dict[str, tuple[str, list[int]] | None]:
     }
 
 
+def has_none_member(tree: Any) -> bool:
+    """Does a :func:`~torchwise.doc.shapes.skeleton` have a top-level ``None`` member?"""
+    return (
+        tree is not None
+        and tree[0] in ("tuple", "list")
+        and any(part[0] == "none" for part in tree[1])
+    )
+
+
 def optional_effects(
-    model: torch.nn.Module, specs: Sequence[InputSpec], progress: ProgressHandle | None = None
+    model: torch.nn.Module,
+    specs: Sequence[InputSpec],
+    tree: Any,
+    progress: ProgressHandle | None = None,
 ) -> list[OptionalEffect]:
     """Try each optional ``forward`` argument (default None, not given) with a tensor like
-    the first input, when the output has None members: which outputs it changes."""
+    the first input, when the output (``tree``, its skeleton) has None members: which
+    outputs it changes. Runs nothing when there is no None member."""
+    if not has_none_member(tree):
+        return []
     try:
         params = inspect.signature(model.forward).parameters.values()
     except (TypeError, ValueError):
@@ -77,8 +92,6 @@ def optional_effects(
     like = specs[like_index]
     runner = Runner(model, specs, progress)
     base = _members(runner.last_output)
-    if all(member is not None for member in base.values()):
-        return []
     effects = []
     for name in candidates:
         if runner.run([*specs, dataclasses.replace(like, name=name)]) is None:
