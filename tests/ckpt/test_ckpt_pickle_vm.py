@@ -102,7 +102,7 @@ def test_python2_names_are_fixed() -> None:
         (b"\x80\x02R.", "stack underflow"),
         (b"\x80\x02\xff.", "invalid load key"),
         (b"\x80\x02t.", "could not find MARK"),
-        (b"\x80\x02(K\x01K\x02d.", "odd number of items for DICT"),
+        (b"\x80\x02(K\x01d.", "odd number of items for DICT"),
         (b"\x80\x06.", "unsupported pickle protocol: 6"),
     ],
 )

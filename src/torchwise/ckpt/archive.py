@@ -206,8 +206,9 @@ def _decode_member(
     result = run_pickle(
         stream, 0, meter=ctx.meter, size=member.size, seekable=False, module_mapping=mapping
     )
-    if loaded:
-        stream.read()  # miniz extracts the whole member before torch unpickles it
+    if loaded and (result.stop is None or result.stop.kind != "budget"):
+        while stream.read(1 << 20):  # miniz extracts the whole member before torch unpickles
+            pass
         error = stream.extraction_error()
         if error is not None:
             container.reject(f"torch.load cannot extract {member.name}: {error}")

@@ -85,7 +85,7 @@ def load_pop_mark(m: Machine) -> None:
 
 @opcode(b"2", "DUP")
 def load_dup(m: Machine) -> None:
-    m.push(m.top())
+    m.stack.append(m.top())
 
 
 @opcode(b".", "STOP")
@@ -99,71 +99,71 @@ def load_stop(m: Machine) -> bool:
 
 @opcode(b"N", "NONE")
 def load_none(m: Machine) -> None:
-    m.push(None)
+    m.stack.append(None)
 
 
 @opcode(b"\x88", "NEWTRUE")
 def load_true(m: Machine) -> None:
-    m.push(True)
+    m.stack.append(True)
 
 
 @opcode(b"\x89", "NEWFALSE")
 def load_false(m: Machine) -> None:
-    m.push(False)
+    m.stack.append(False)
 
 
 @opcode(b"I", "INT")
 def load_int(m: Machine) -> None:
-    m.push(text(m, ctext.parse_int))
+    m.stack.append(text(m, ctext.parse_int))
 
 
 @opcode(b"J", "BININT")
 def load_binint(m: Machine) -> None:
-    m.push(_INT4.unpack(m.src.take(4))[0])
+    m.stack.append(_INT4.unpack(m.src.take(4))[0])
 
 
 @opcode(b"K", "BININT1")
 def load_binint1(m: Machine) -> None:
-    m.push(m.unsigned(1))
+    m.stack.append(m.unsigned(1))
 
 
 @opcode(b"M", "BININT2")
 def load_binint2(m: Machine) -> None:
-    m.push(m.unsigned(2))
+    m.stack.append(m.unsigned(2))
 
 
 @opcode(b"L", "LONG")
 def load_long(m: Machine) -> None:
-    m.push(text(m, ctext.parse_long))
+    m.stack.append(text(m, ctext.parse_long))
 
 
 @opcode(b"\x8a", "LONG1")
 def load_long1(m: Machine) -> None:
-    m.push(m.counted(1, "long"))
+    m.stack.append(m.counted(1, "long"))
 
 
 @opcode(b"\x8b", "LONG4")
 def load_long4(m: Machine) -> None:
-    m.push(m.counted(4, "long"))
+    m.stack.append(m.counted(4, "long"))
 
 
 @opcode(b"F", "FLOAT")
 def load_float(m: Machine) -> None:
     line = m.src.line()
     try:
-        m.push(ctext.parse_float(line))
+        m.stack.append(ctext.parse_float(line))
     except ctext.TextError as exc:
         try:  # pickle._Unpickler: float(line[:-1]) takes whitespace and underscores
             value = float(line[:-1])
         except ValueError:
             raise PickleStop(str(exc)) from None
         m.soft_stop(f"{exc} (the C unpickler raises; pickle's Python unpickler reads it)")
-        m.push(value)
+        m.stack.append(value)
 
 
 @opcode(b"G", "BINFLOAT")
 def load_binfloat(m: Machine) -> None:
-    m.push(_FLOAT8.unpack(m.src.take(8))[0])
+    m.stack.append(_FLOAT8.unpack(m.src.take(8))[0])
 
 
 # --- strings and bytes ----------------------------------------------------------------
@@ -171,63 +171,63 @@ def load_binfloat(m: Machine) -> None:
 
 @opcode(b"S", "STRING")
 def load_string(m: Machine) -> None:
-    m.push(m.decode_str(text(m, ctext.parse_string)))
+    m.stack.append(m.decode_str(text(m, ctext.parse_string)))
 
 
 @opcode(b"T", "BINSTRING")
 def load_binstring(m: Machine) -> None:
-    m.push(m.counted(4, "string"))
+    m.stack.append(m.counted(4, "string"))
 
 
 @opcode(b"U", "SHORT_BINSTRING")
 def load_short_binstring(m: Machine) -> None:
-    m.push(m.counted(1, "string"))
+    m.stack.append(m.counted(1, "string"))
 
 
 @opcode(b"V", "UNICODE")
 def load_unicode(m: Machine) -> None:
-    m.push(text(m, ctext.parse_unicode))
+    m.stack.append(text(m, ctext.parse_unicode))
 
 
 @opcode(b"X", "BINUNICODE")
 def load_binunicode(m: Machine) -> None:
-    m.push(m.counted(4, "text"))
+    m.stack.append(m.text(m.src.u32()))
 
 
 @opcode(b"\x8c", "SHORT_BINUNICODE")
 def load_short_binunicode(m: Machine) -> None:
-    m.push(m.counted(1, "text"))
+    m.stack.append(m.text(m.src.u8()))
 
 
 @opcode(b"\x8d", "BINUNICODE8")
 def load_binunicode8(m: Machine) -> None:
-    m.push(m.counted(8, "text"))
+    m.stack.append(m.counted(8, "text"))
 
 
 @opcode(b"C", "SHORT_BINBYTES")
 def load_short_binbytes(m: Machine) -> None:
-    m.push(m.counted(1, "bytes"))
+    m.stack.append(m.counted(1, "bytes"))
 
 
 @opcode(b"B", "BINBYTES")
 def load_binbytes(m: Machine) -> None:
-    m.push(m.counted(4, "bytes"))
+    m.stack.append(m.counted(4, "bytes"))
 
 
 @opcode(b"\x8e", "BINBYTES8")
 def load_binbytes8(m: Machine) -> None:
-    m.push(m.counted(8, "bytes"))
+    m.stack.append(m.counted(8, "bytes"))
 
 
 @opcode(b"\x96", "BYTEARRAY8")
 def load_bytearray8(m: Machine) -> None:
-    m.push(m.counted(8, "bytearray"))
+    m.stack.append(m.counted(8, "bytearray"))
 
 
 @opcode(b"\x97", "NEXT_BUFFER")
 def load_next_buffer(m: Machine) -> None:
     m.soft_stop("an out-of-band buffer, but torch.load passes no buffers= (it raises here)")
-    m.push(Unknown("an out-of-band buffer (protocol 5)", m.at))
+    m.stack.append(Unknown("an out-of-band buffer (protocol 5)", m.at))
 
 
 @opcode(b"\x98", "READONLY_BUFFER")

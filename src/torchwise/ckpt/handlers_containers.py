@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @opcode(b")", "EMPTY_TUPLE")
 def load_empty_tuple(m: Machine) -> None:
-    m.push(())
+    m.stack.append(())
 
 
 def _tuple_n(m: Machine, n: int) -> None:
@@ -25,7 +25,7 @@ def _tuple_n(m: Machine, n: int) -> None:
         raise PickleStop("unpickling stack underflow")
     items = tuple(m.stack[len(m.stack) - n :])
     del m.stack[len(m.stack) - n :]
-    m.push(items)
+    m.stack.append(items)
 
 
 @opcode(b"\x85", "TUPLE1")
@@ -46,22 +46,22 @@ def load_tuple3(m: Machine) -> None:
 @opcode(b"t", "TUPLE")
 def load_tuple(m: Machine) -> None:
     items = m.pop_mark()  # before touching m.stack: the mark restores it
-    m.push(tuple(items))
+    m.stack.append(tuple(items))
 
 
 @opcode(b"]", "EMPTY_LIST")
 def load_empty_list(m: Machine) -> None:
-    m.push([])
+    m.stack.append([])
 
 
 @opcode(b"l", "LIST")
 def load_list(m: Machine) -> None:
-    m.push(m.pop_mark())
+    m.stack.append(m.pop_mark())
 
 
 @opcode(b"}", "EMPTY_DICT")
 def load_empty_dict(m: Machine) -> None:
-    m.push(PDict())
+    m.stack.append(PDict())
 
 
 @opcode(b"d", "DICT")
@@ -71,19 +71,19 @@ def load_dict(m: Machine) -> None:
         raise PickleStop("odd number of items for DICT")
     mapping = PDict()
     _set_items(m, mapping, items)
-    m.push(mapping)
+    m.stack.append(mapping)
 
 
 @opcode(b"\x8f", "EMPTY_SET")
 def load_empty_set(m: Machine) -> None:
-    m.push(PSet())
+    m.stack.append(PSet())
 
 
 @opcode(b"\x91", "FROZENSET")
 def load_frozenset(m: Machine) -> None:
     frozen = PSet(m.pop_mark())
     frozen.frozen = True
-    m.push(frozen)
+    m.stack.append(frozen)
 
 
 def _target_below_mark(m: Machine) -> tuple[list[Any], Any]:
@@ -191,13 +191,13 @@ def load_put(m: Machine) -> None:
 
 @opcode(b"q", "BINPUT")
 def load_binput(m: Machine) -> None:
-    key = m.unsigned(1)
+    key = m.src.u8()
     m.memo_put(key, m.top())
 
 
 @opcode(b"r", "LONG_BINPUT")
 def load_long_binput(m: Machine) -> None:
-    key = m.unsigned(4)
+    key = m.src.u32()
     m.memo_put(key, m.top())
 
 
@@ -208,14 +208,14 @@ def load_memoize(m: Machine) -> None:
 
 @opcode(b"g", "GET")
 def load_get(m: Machine) -> None:
-    m.push(m.memo_get(text(m, ctext.parse_memo_key)))
+    m.stack.append(m.memo_get(text(m, ctext.parse_memo_key)))
 
 
 @opcode(b"h", "BINGET")
 def load_binget(m: Machine) -> None:
-    m.push(m.memo_get(m.unsigned(1)))
+    m.stack.append(m.memo_get(m.src.u8()))
 
 
 @opcode(b"j", "LONG_BINGET")
 def load_long_binget(m: Machine) -> None:
-    m.push(m.memo_get(m.unsigned(4)))
+    m.stack.append(m.memo_get(m.src.u32()))

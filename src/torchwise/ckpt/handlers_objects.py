@@ -25,7 +25,7 @@ _HIGHEST_PROTOCOL = 5
 def load_global(m: Machine) -> None:
     module = text(m, _utf8_name)
     name = text(m, _utf8_name)
-    m.push(m.make_global(module, name, "GLOBAL"))
+    m.stack.append(m.make_global(module, name, "GLOBAL"))
 
 
 @opcode(b"\x93", "STACK_GLOBAL")
@@ -35,7 +35,7 @@ def load_stack_global(m: Machine) -> None:
     name = m.stack.pop()
     module = m.stack.pop()
     if type(module) is str and type(name) is str:
-        m.push(m.make_global(module, name, "STACK_GLOBAL"))
+        m.stack.append(m.make_global(module, name, "STACK_GLOBAL"))
         return
     if is_plain(module) and is_plain(name) and not _skipped(module) and not _skipped(name):
         raise PickleStop("STACK_GLOBAL requires str")
@@ -68,7 +68,7 @@ def load_inst(m: Machine) -> None:
     module = text(m, _ascii_name)
     name = text(m, _ascii_name)
     cls = m.make_global(module, name, "INST")
-    m.push(m.call(cls, tuple(args), "INST"))
+    m.stack.append(m.call(cls, tuple(args), "INST"))
 
 
 @opcode(b"o", "OBJ")
@@ -76,7 +76,7 @@ def load_obj(m: Machine) -> None:
     items = m.pop_mark()
     if not items:
         raise PickleStop("unpickling stack underflow")
-    m.push(m.call(items[0], tuple(items[1:]), "OBJ"))
+    m.stack.append(m.call(items[0], tuple(items[1:]), "OBJ"))
 
 
 @opcode(b"R", "REDUCE")
@@ -85,7 +85,7 @@ def load_reduce(m: Machine) -> None:
         raise PickleStop("unpickling stack underflow")
     args = m.stack.pop()
     func = m.stack.pop()
-    m.push(m.call(func, args, "REDUCE"))
+    m.stack.append(m.call(func, args, "REDUCE"))
 
 
 @opcode(b"\x81", "NEWOBJ")
@@ -94,7 +94,7 @@ def load_newobj(m: Machine) -> None:
         raise PickleStop("unpickling stack underflow")
     args = m.stack.pop()
     cls = m.stack.pop()
-    m.push(m.call(cls, args, "NEWOBJ"))
+    m.stack.append(m.call(cls, args, "NEWOBJ"))
 
 
 @opcode(b"\x92", "NEWOBJ_EX")
@@ -104,7 +104,7 @@ def load_newobj_ex(m: Machine) -> None:
     kwargs = m.stack.pop()
     args = m.stack.pop()
     cls = m.stack.pop()
-    m.push(m.call(cls, args, "NEWOBJ_EX", kwargs))
+    m.stack.append(m.call(cls, args, "NEWOBJ_EX", kwargs))
 
 
 @opcode(b"b", "BUILD")
@@ -127,14 +127,14 @@ def load_build(m: Machine) -> None:
 def load_persid(m: Machine) -> None:
     ref = PersistentRef(text(m, ctext.parse_persid), m.at)
     m.result.persistent_ids.append(ref)
-    m.push(ref)
+    m.stack.append(ref)
 
 
 @opcode(b"Q", "BINPERSID")
 def load_binpersid(m: Machine) -> None:
     ref = PersistentRef(m.pop(), m.at)
     m.result.persistent_ids.append(ref)
-    m.push(ref)
+    m.stack.append(ref)
 
 
 def _extension(m: Machine, nbytes: int) -> None:
@@ -142,7 +142,7 @@ def _extension(m: Machine, nbytes: int) -> None:
     if code <= 0:
         raise PickleStop("EXT specifies code <= 0")
     # copyreg's extension registry maps the code to whatever the loading process registered.
-    m.push(m.make_global("copyreg._extension_registry", str(code), NAMES[_EXT[nbytes]]))
+    m.stack.append(m.make_global("copyreg._extension_registry", str(code), NAMES[_EXT[nbytes]]))
 
 
 _EXT = {1: 0x82, 2: 0x83, 4: 0x84}

@@ -12,11 +12,13 @@ to the per-pickle byte budget.
 from __future__ import annotations
 
 import codecs
+import struct
 from dataclasses import dataclass
 from typing import Protocol
 
 from torchwise.ckpt.budgets import BudgetExceeded
 
+_U32 = struct.Struct("<I")
 #: byte strings longer than this are skipped, not kept (only their length matters)
 LARGE = 1 << 20
 _FIRST_CHUNK = 512
@@ -107,6 +109,25 @@ class Source:
             have += len(data)
             self.chunk = min(self.chunk * 2, _MAX_CHUNK)
         self.buf = b"".join(parts)
+
+    def u8(self) -> int:
+        """One unsigned byte (the fast path is inline: this runs for most opcodes)."""
+        pos = self.pos
+        if pos < len(self.buf):
+            self.pos = pos + 1
+            return self.buf[pos]
+        return self.take(1)[0]
+
+    def u32(self) -> int:
+        """A little-endian unsigned 32-bit integer."""
+        pos = self.pos
+        end = pos + 4
+        if end <= len(self.buf):
+            self.pos = end
+            value: int = _U32.unpack_from(self.buf, pos)[0]
+            return value
+        value = _U32.unpack(self.take(4))[0]
+        return value
 
     def take(self, n: int) -> bytes:
         """Exactly ``n`` bytes."""

@@ -67,8 +67,8 @@ class Machine:
         n = 0
         try:
             while True:
-                self.at = src.offset
                 pos = src.pos
+                self.at = src.base + pos
                 if pos < len(src.buf):
                     code = src.buf[pos]
                     src.pos = pos + 1
@@ -86,7 +86,7 @@ class Machine:
                     result.end = src.offset
                     result.frame_past_stop = self.frame_end > src.offset
                     break
-                if self.frame_end >= 0 and src.offset >= self.frame_end:
+                if self.frame_end >= 0 and src.base + src.pos >= self.frame_end:
                     self.leave_frame()
         except Truncated as exc:
             result.stop = Stop(str(exc), self.at, "truncated")
@@ -145,6 +145,10 @@ class Machine:
             self.result.torch_stop = Stop(message, self.at, "malformed")
 
     def unsigned(self, nbytes: int) -> int:
+        if nbytes == 1:
+            return self.src.u8()
+        if nbytes == 4:
+            return self.src.u32()
         value: int = _UNSIGNED[nbytes].unpack(self.src.take(nbytes))[0]
         return value
 
@@ -186,9 +190,20 @@ class Machine:
         return record
 
     def memo_put(self, key: int, value: Any) -> None:
-        if key not in self.memo and len(self.memo) >= self.budgets.max_memo:
+        memo = self.memo
+        memo[key] = value
+        if len(memo) > self.budgets.max_memo:
             raise BudgetExceeded("the memo size", self.budgets.max_memo)
-        self.memo[key] = value
+
+    def text(self, size: int) -> Any:
+        """A BINUNICODE argument of ``size`` bytes: UTF-8 with surrogates, as C decodes it."""
+        if size > LARGE:
+            return self._large(size, "text")
+        raw = self.src.take(size)
+        try:
+            return raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise PickleStop(f"a BINUNICODE string that is not UTF-8 ({exc.reason})") from None
 
     def memo_get(self, key: int) -> Any:
         if key not in self.memo:

@@ -135,11 +135,13 @@ class PickleResult:
         return self.stop is None
 
 
+_PLAIN: set[type] = {type(None), bool, int, float, complex, str, bytes, bytearray, list,
+                     tuple, dict, PDict, PSet}  # fmt: skip
+
+
 def is_plain(value: Any) -> bool:
     """A value the machine knows exactly: not a record of an import, a call or an unknown."""
-    if value is None or isinstance(value, (int, float, complex, str, bytes, bytearray)):
-        return True
-    if isinstance(value, (list, tuple, dict)):  # PDict and PSet included
+    if type(value) in _PLAIN:
         return True
     from torchwise.ckpt.opcodes import SkippedBytes, SkippedText
 
