@@ -34,7 +34,9 @@ def deflate_bomb(path: Path, unit: bytes, total: int, head: bytes = b"\x80\x02")
     crc, size = zlib.crc32(b".", crc), size + 1
     stored = b"".join(parts)
     entries = torch_entries(b"")
-    entries[0] = Entry(b"archive/data.pkl", b"", 8, payload=stored, crc=crc, sizes=(len(stored), size))
+    entries[0] = Entry(
+        b"archive/data.pkl", b"", 8, payload=stored, crc=crc, sizes=(len(stored), size)
+    )
     path.write_bytes(build_zip(entries))
     return path
 
@@ -115,7 +117,9 @@ def test_budget_flags_on_the_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(app, ["ckpt", "scan", str(path)])
     assert ok.exit_code == 0, ok.output
-    capped = runner.invoke(app, ["ckpt", "scan", "--max-opcodes", "50", "--format", "json", str(path)])
+    capped = runner.invoke(
+        app, ["ckpt", "scan", "--max-opcodes", "50", "--format", "json", str(path)]
+    )
     assert capped.exit_code == 1
     [entry] = json.loads(capped.output)["files"]
     assert entry["findings"][0]["rule"] == "too-large-to-vet"

@@ -85,9 +85,15 @@ def test_lightning_checkpoint(benign: dict[str, Path]) -> None:
 
 
 def test_tied_shared_and_strided(benign: dict[str, Path]) -> None:
-    got = {t.key: t for t in inspect(benign["tied and strided tensors"]).tensors}
+    result = inspect(benign["tied and strided tensors"])
+    got = {t.key: t for t in result.tensors}
     assert got["embed.weight"].aliases == ["head.weight"]  # the very same tensor object
-    assert "head.weight" not in got
+    # ...and the alias has a row of its own that points at it (and at its storage)
+    assert got["head.weight"].alias_of == "embed.weight"
+    assert got["head.weight"].storage_key == got["embed.weight"].storage_key
+    # the tied weight counts once; views of its storage count on their own (documented):
+    # embed 4x4 (16) + rows 3x4 (12) + transposed 4x4 (16) + half bfloat16[3] (3) = 47
+    assert result.parameters == 16 + 12 + 16 + 3
     assert "embed.weight" in got["rows"].shares_storage_with  # a view of the same storage
     assert not got["transposed"].contiguous and got["transposed"].shape == (4, 4)
     assert got["half"].dtype == "bfloat16"

@@ -56,7 +56,8 @@ def load_empty_list(m: Machine) -> None:
 
 @opcode(b"l", "LIST")
 def load_list(m: Machine) -> None:
-    m.stack.append(m.pop_mark())
+    items = m.pop_mark()  # first: the mark restores the stack below it
+    m.stack.append(items)
 
 
 @opcode(b"}", "EMPTY_DICT")

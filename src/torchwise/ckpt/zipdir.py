@@ -120,16 +120,11 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
     """Parse ``raw`` (``size`` bytes) as miniz does; raises :class:`ZipError` where miniz fails."""
     if size < _EOCD.size:
         raise ZipError("too short to be a zip archive")
-    tail_start = max(0, size - _SEARCH)
-    raw.seek(tail_start)
-    tail = raw.read(size - tail_start) or b""
-    eocd = _find_eocd(tail, size)
-    if eocd < 0:
+    tail_start, tail = _find_eocd(raw, size)
+    if tail_start < 0:
         raise ZipError("no end-of-central-directory record (truncated download?)")
-    at = tail_start + eocd
-    (_, disk, cd_disk, on_disk, total, cd_size, cd_offset, comment_len) = _EOCD.unpack_from(
-        tail, eocd
-    )
+    at = tail_start
+    (_, disk, cd_disk, on_disk, total, cd_size, cd_offset, comment_len) = _EOCD.unpack_from(tail)
     tricks: list[ZipTrick] = []
     zip64_at = -1
     if at >= _ZIP64_LOCATOR.size + _ZIP64_EOCD.size:
@@ -155,7 +150,7 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
         raise ZipError("a multi-disk archive (miniz reads single-disk archives only)")
     if cd_size < total * _CENTRAL.size or cd_offset + cd_size > size:
         raise ZipError("the central directory lies outside the file (truncated?)")
-    _check_end_region(tail, eocd, comment_len, tricks, tail_start)
+    _check_end_region(tail, 0, comment_len, tricks, tail_start)
     directory_end = zip64_at if zip64_at >= 0 else at
     if cd_offset + cd_size != directory_end:
         # Python's zipfile relocates every offset by the difference; miniz does not.
@@ -184,16 +179,27 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
     return directory
 
 
-def _find_eocd(tail: bytes, size: int) -> int:
-    """miniz: the last signature with at least a whole record after it."""
-    pos = len(tail)
-    while True:
-        pos = tail.rfind(EOCD_SIG, 0, pos)
-        if pos < 0:
-            return -1
-        if len(tail) - pos >= _EOCD.size:
-            return pos
-        pos += 3  # rfind's end is exclusive: look strictly before this hit next
+def _find_eocd(raw: ByteStream, size: int) -> tuple[int, bytes]:
+    """miniz's search: the last end-record signature with a whole record after it, at most
+    64 KiB + 22 bytes from the end. Returns (offset, the bytes from it to the end of the file),
+    or (-1, b""). The last 22 bytes are tried first (a file without a comment), so reading a
+    checkpoint's directory touches no tensor data."""
+    raw.seek(size - _EOCD.size)
+    last = raw.read(_EOCD.size) or b""
+    if last[:4] == EOCD_SIG:
+        return size - _EOCD.size, last
+    start, window = size, b""
+    while start > 0 and size - start < _SEARCH:
+        begin = max(0, start - 4096, size - _SEARCH)
+        raw.seek(begin)
+        window = (raw.read(start - begin) or b"") + window
+        start = begin
+        end = len(window)
+        while (pos := window.rfind(EOCD_SIG, 0, end)) >= 0:
+            if len(window) - pos >= _EOCD.size:
+                return start + pos, window[pos:]
+            end = pos + 3  # a signature overlapping this one's first bytes is still found
+    return -1, b""
 
 
 def _check_end_region(
