@@ -111,8 +111,8 @@ def strings(draw: st.DrawFn) -> bytes:
     ]))  # fmt: skip
 
 
-_atoms = st.one_of(integers(), floats(), strings(),
-                   st.sampled_from([b"N", b"\x88", b"\x89", b")", b"]", b"}", b"\x8f"]))  # fmt: skip
+_EMPTIES = [b"N", b"\x88", b"\x89", b")", b"]", b"}", b"\x8f"]
+_atoms = st.one_of(integers(), floats(), strings(), st.sampled_from(_EMPTIES))
 
 
 @st.composite

@@ -13,8 +13,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from craft import Entry, build_zip, torch_entries
 from click.testing import CliRunner
+from craft import Entry, build_zip, torch_entries
 
 from torchwise.ckpt.budgets import Budgets
 from torchwise.ckpt.scan import scan_file

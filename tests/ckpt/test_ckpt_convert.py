@@ -34,12 +34,7 @@ def assert_same(a: Any, b: Any, where: str = "<root>") -> None:
     assert type(a) is type(b), (where, type(a), type(b))
     if isinstance(a, torch.Tensor):
         assert (a.dtype, a.shape, a.requires_grad) == (b.dtype, b.shape, b.requires_grad), where
-        if a.is_quantized or a.layout != torch.strided:
-            assert torch.equal(a.dequantize() if a.is_quantized else a.to_dense(),
-                               b.dequantize() if b.is_quantized else b.to_dense()), where  # fmt: skip
-        else:
-            assert torch.equal(a.detach().reshape(-1).view(torch.uint8) if a.numel() else a,
-                               b.detach().reshape(-1).view(torch.uint8) if b.numel() else b), where  # fmt: skip
+        assert torch.equal(_comparable(a), _comparable(b)), where
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), where
     elif isinstance(a, dict):
@@ -56,6 +51,15 @@ def assert_same(a: Any, b: Any, where: str = "<root>") -> None:
         assert b != b, where
     else:
         assert a == b, where
+
+
+def _comparable(t: torch.Tensor) -> torch.Tensor:
+    """Bytes, not values (NaN != NaN, -0.0 == 0.0); dense values for the other layouts."""
+    if t.is_quantized:
+        return t.dequantize()
+    if t.layout != torch.strided:
+        return t.to_dense()
+    return t.detach().reshape(-1).view(torch.uint8) if t.numel() else t.detach()
 
 
 def round_trip(src: Path, tmp_path: Path, **options: Any) -> Any:

@@ -49,7 +49,7 @@ def generated_files(root: Path, batch: list[Program]) -> tuple[list[Case], dict[
 
 
 def check_batch(root: Path, batch: list[Program]) -> None:
-    cases, zipped = generated_files(root, batch)
+    cases, _ = generated_files(root, batch)
     outcomes = torch_outcomes(root, write_cases(root, cases))
     for case, program in zip(cases, batch, strict=True):
         outcome, path = outcomes[case.name], root / f"{case.name}.pt"

@@ -184,9 +184,15 @@ def _stoull(text: bytes) -> int | None:
 
 
 def _decode_member(
-    container: Container, ctx: ZipContext, member: ZipMember, role: str, loaded: bool
+    container: Container,
+    ctx: ZipContext,
+    member: ZipMember,
+    role: str,
+    loaded: bool,
+    weak: bool = False,
 ) -> PickleMember | None:
-    """Decode ``member`` as a pickle. A member that is not one (and not loaded) returns None."""
+    """Decode ``member`` as a pickle. ``weak``: it may be plain data, and then None comes back
+    (it holds a pickle only if it decodes to STOP, or imports or calls something first)."""
     refusal = ZipDirectory([]).check_extractable(member)
     if refusal is not None and loaded:
         container.reject(f"torch.load cannot extract it: {refusal}")
@@ -206,6 +212,8 @@ def _decode_member(
     result = run_pickle(
         stream, 0, meter=ctx.meter, size=member.size, seekable=False, module_mapping=mapping
     )
+    if weak and not _holds_pickle(result):
+        return None
     if loaded and (result.stop is None or result.stop.kind != "budget"):
         while stream.read(1 << 20):  # miniz extracts the whole member before torch unpickles
             pass
@@ -222,8 +230,6 @@ def _decode_member(
                 "bad-checksum",
                 severity="warning",
             )
-    if not loaded and not _holds_pickle(result):
-        return None
     found = PickleMember(ctx.prefix + member.name, role, loaded, result)
     container.pickles.append(found)
     return found
@@ -255,7 +261,7 @@ def _mark_storages(
         if ctx.probe_storages and _starts_like_pickle(ctx, member):
             # torch reads a storage as raw bytes; one that is also a pickle is a payload
             # for whatever else might unpickle it.
-            _decode_member(container, ctx, member, role="extra", loaded=False)
+            _decode_member(container, ctx, member, role="extra", loaded=False, weak=True)
 
 
 def _starts_like_pickle(ctx: ZipContext, member: ZipMember) -> bool:
@@ -290,7 +296,8 @@ def _probe(container: Container, ctx: ZipContext, member: ZipMember, payload: bo
             "native-code",
         )
         return
-    _decode_member(container, ctx, member, role="payload" if payload else "extra", loaded=payload)
+    role = "payload" if payload else "extra"
+    _decode_member(container, ctx, member, role=role, loaded=payload, weak=True)
 
 
 def _nested(container: Container, ctx: ZipContext, member: ZipMember) -> None:

@@ -266,6 +266,8 @@ def run_pickle(
     ended without STOP. ``rewind`` leaves the stream just after STOP (stacked pickles).
     """
     begin = stream.tell() if start is None else start
+    if seekable and start is not None:
+        stream.seek(begin)
     meter = meter or Meter(DEFAULT_BUDGETS)
     source = Source(stream, begin, meter.budgets.max_bytes, size, seekable)
     machine = Machine(source, meter, encoding=encoding, module_mapping=module_mapping)

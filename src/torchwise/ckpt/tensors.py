@@ -168,6 +168,13 @@ def as_tensor(obj: Any) -> TensorRecord | None:
         return None
     func, args = obj.func.qualname, obj.args if isinstance(obj.args, tuple) else ()
     module, _, name = func.rpartition(".")
+    if name.endswith("Tensor") and module in ("torch", "torch.cuda") and obj.state is not None:
+        return _legacy_tensor(obj, name, module)
+    if func == "torch.nn.parameter.Parameter" and args:
+        inner = as_tensor(args[0])
+        if inner is not None:
+            inner.kind = "parameter"
+        return inner
     if module == "numpy.core.multiarray" or module == "numpy._core.multiarray":
         return _ndarray(obj) if name == "_reconstruct" else None
     if module not in _TORCH_PARSERS or len(args) < 1:
@@ -223,6 +230,21 @@ def as_tensor(obj: Any) -> TensorRecord | None:
             values.dtype, shape, None, values.storage_key, 0, values.storage_nbytes, kind="sparse"
         )
     return None
+
+
+def _legacy_tensor(obj: Call, name: str, module: str) -> TensorRecord | None:
+    """torch < 0.4: ``torch.FloatTensor()`` then BUILD (storage, offset, size, stride)."""
+    state = obj.state
+    if not (isinstance(state, tuple) and len(state) >= 4):
+        return None
+    shape, stride = _ints(state[2]), _ints(state[3])
+    if shape is None:
+        return None
+    dtype = STORAGE_DTYPES.get(name.replace("Tensor", "Storage"), "unknown")
+    key, _, nbytes, location = _storage(state[0], dtype)
+    device = location if module == "torch" else location or "cuda"
+    offset = state[1] if isinstance(state[1], int) else 0
+    return TensorRecord(dtype, shape, stride, key, offset, nbytes, device)
 
 
 _NUMPY_DTYPES = {
