@@ -23,7 +23,7 @@ def test_allowlist_is_torchs_weights_only_allowlist() -> None:
     from torch._weights_only_unpickler import _get_allowed_globals
 
     assert set(_get_allowed_globals()) == WEIGHTS_ONLY
-    assert SAFE == WEIGHTS_ONLY | set(INERT)
+    assert WEIGHTS_ONLY | set(INERT) == SAFE
     for name in INERT:  # the extras really are refused by weights_only: the note says so
         assert name not in _get_allowed_globals()
         assert classify(name).note and "add_safe_globals" in (classify(name).note or "")
@@ -90,7 +90,7 @@ def test_a_pickle_in_a_tar_members_name_is_judged(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(evil.encode())
     [result] = scan(path).files
     assert result.verdict == "unsafe"
-    assert any("builtins.open" == f.global_name for f in result.findings)
+    assert any(f.global_name == "builtins.open" for f in result.findings)
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -148,8 +148,8 @@ def test_storage_that_is_also_a_pickle_is_judged(tmp_path: Path) -> None:
 
 def test_inspect_reads_no_storage_bytes_even_with_tricky_directories(tmp_path: Path) -> None:
     path = tmp_path / "m.pt"
-    path.write_bytes(build_zip(torch_entries(pickle.dumps({}, 2), b"archive",
-                                             Entry(b"archive/data/0", b"\x00" * 4096))))  # fmt: skip
+    storage = Entry(b"archive/data/0", b"\x00" * 4096)
+    path.write_bytes(build_zip(torch_entries(pickle.dumps({}, 2), b"archive", storage)))
     assert inspect(path).bytes_read < 2048  # the directory and data.pkl, not the 4 KiB storage
 
 
