@@ -124,7 +124,7 @@ def _vet(source: Path, options: ConvertOptions) -> list[Any]:
 
 def _check_output(source: Path, out: Path, force: bool) -> None:
     if out.is_dir():
-        raise OutputError(f"cannot write {out}: it is a directory", hint="give a file name")
+        raise OutputError(f"cannot write {out}: it is a directory, not a .safetensors file")
     if out.exists() and out.resolve() == source.resolve():
         raise OutputError(f"{out} is the input file", hint="write the safetensors elsewhere")
     if out.exists() and not force:

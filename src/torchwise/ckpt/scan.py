@@ -119,7 +119,7 @@ def expand(targets: Sequence[str | Path]) -> list[Path]:
     found: list[Path] = []
     for target in map(Path, targets):
         if not target.exists():
-            raise TorchwiseError(f"{target}: no such file or directory", hint="check the path")
+            raise TorchwiseError(f"{target}: no such file or directory")
         if not target.is_dir() or any(target.glob("*.index.json")):
             found.append(target)
             continue

@@ -57,7 +57,7 @@ def _existing(paths: tuple[str, ...]) -> list[Path]:
 
     for path in paths:
         if not Path(path).exists():
-            raise TorchwiseError(f"{path}: no such file or directory", hint="check the path")
+            raise TorchwiseError(f"{path}: no such file or directory")
     return [Path(p) for p in paths]
 
 
