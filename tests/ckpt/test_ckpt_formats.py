@@ -170,3 +170,11 @@ def test_scan_and_inspect_work_without_torch(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "SAFE" in done.stdout
+
+
+def test_text_members_are_data_not_pickles(tmp_path: Path) -> None:
+    # "cuda: true\n..." decodes as GLOBAL("uda: true", ...): nothing can import that.
+    config = Entry(b"archive/extra/config.txt", b"cuda: true\nlr: 0.1\nmore text\n")
+    path = tmp_path / "m.pt"
+    path.write_bytes(build_zip(torch_entries(pickle.dumps({}, 2), b"archive", config)))
+    assert scan_file(path).verdict == "safe"

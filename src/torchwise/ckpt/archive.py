@@ -236,8 +236,18 @@ def _decode_member(
 
 
 def _holds_pickle(result: PickleResult) -> bool:
-    """By content: it decodes to STOP, or gets as far as importing or calling something."""
-    return result.complete or bool(result.globals or result.calls or result.anomalies)
+    """By content: it decodes to STOP, or gets as far as importing something importable.
+
+    A text member that happens to start with ``c`` ("class Foo:", "cuda: true") reads
+    as a GLOBAL of module "lass Foo:"; no unpickler can import that, so it is data.
+    """
+    if result.complete or result.anomalies:
+        return True
+    return any(_importable(glob.module) and _importable(glob.name) for glob in result.globals)
+
+
+def _importable(dotted: str) -> bool:
+    return all(part.isidentifier() for part in dotted.split("."))
 
 
 def _mark_storages(
