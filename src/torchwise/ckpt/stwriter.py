@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import struct
 from collections.abc import Callable
@@ -64,7 +65,7 @@ def write(
     digests: dict[str, str] = {}
     peak = 0
     with contextlib.ExitStack() as files:
-        opened: dict[Path, BinaryIO] = {}
+        opened: dict[Path, io.BufferedReader] = {}
         for item in items:
             digest = hashlib.sha256()
             if item.source is None:
@@ -108,7 +109,12 @@ def _write_tensor(out: BinaryIO, tensor: torch.Tensor, digest: Any) -> int:
 
 
 def _stream(
-    out: BinaryIO, tensor: torch.Tensor, at: int, source: BinaryIO, digest: Any, swap: bool
+    out: BinaryIO,
+    tensor: torch.Tensor,
+    at: int,
+    source: io.BufferedReader,
+    digest: Any,
+    swap: bool,
 ) -> int:
     """A tensor whose storage's bytes are still in the checkpoint file, at byte ``at``."""
     size = tensor.element_size()
@@ -127,7 +133,12 @@ def _stream(
 
 
 def _stream_strided(
-    out: BinaryIO, tensor: torch.Tensor, start: int, source: BinaryIO, digest: Any, swap: bool
+    out: BinaryIO,
+    tensor: torch.Tensor,
+    start: int,
+    source: io.BufferedReader,
+    digest: Any,
+    swap: bool,
 ) -> int:
     import torch
 
@@ -135,9 +146,13 @@ def _stream_strided(
     # The elements it touches: storage_offset .. storage_offset + sum((n - 1) * stride).
     span = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True) if n)
     source.seek(start)
-    raw = bytearray(source.read(span * size))
-    if len(raw) < span * size:
-        raise OSError("the checkpoint ended inside a tensor")
+    raw = bytearray(span * size)  # read into it: read() would hold a second copy meanwhile
+    view, filled = memoryview(raw), 0
+    while filled < len(raw):
+        n = source.readinto(view[filled : filled + CHUNK])
+        if not n:
+            raise OSError("the checkpoint ended inside a tensor")
+        filled += n
     if swap:
         raw = bytearray(_swapped(bytes(raw), tensor, size))
     base = torch.frombuffer(raw, dtype=tensor.dtype)
