@@ -252,6 +252,35 @@ def _real(directory: Path) -> None:
     print()
 
 
+_BOMB_SCAN = (
+    "import resource, sys, time; from pathlib import Path; from torchwise.ckpt.scan import scan_file;"
+    " t = time.perf_counter(); r = scan_file(Path(sys.argv[1])); t = time.perf_counter() - t;"
+    " print(r.verdict, t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
+
+
+def _bombs(root: Path) -> None:
+    """Zip bombs: 200 KiB files that inflate to 200 MiB of one opcode. Median of 3 runs."""
+    from test_ckpt_budgets import deflate_bomb
+
+    print("## zip bombs (200 MiB of one opcode in a 200 KiB data.pkl)\n")
+    print("| bomb | file | verdict | wall (median of 3) | peak RSS |")
+    print("|---|---|---|---|---|")
+    for unit, label in ((b"(", "MARK"), (b"N", "NONE"), (b"]", "EMPTY_LIST")):
+        path = deflate_bomb(root / f"bomb_{label}.pt", unit, 200 << 20)
+        runs = []
+        for _ in range(3):
+            out = subprocess.run([sys.executable, "-c", _BOMB_SCAN, str(path)],
+                                 capture_output=True, text=True, check=True)  # fmt: skip
+            verdict, took, rss = out.stdout.split()
+            runs.append((float(took), int(rss)))
+        took = statistics.median(t for t, _ in runs)
+        rss = max(r for _, r in runs) / 1024
+        print(f"| {label} | {path.stat().st_size >> 10} KiB | {verdict} | {took:.2f} s "
+              f"| {rss:.0f} MiB |")  # fmt: skip
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--live", action="store_true", help="prove each payload runs when loaded")
@@ -272,6 +301,7 @@ def main() -> None:
         assert not marker.exists(), "a scanner ran a payload"
         if args.real:
             _real(args.real)
+        _bombs(root)
         _size_independence(root, [float(s) for s in args.sizes.split(",")])
 
 
