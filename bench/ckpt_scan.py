@@ -253,8 +253,8 @@ def _real(directory: Path) -> None:
 
 
 _BOMB_SCAN = (
-    "import resource, sys, time; from pathlib import Path; from torchwise.ckpt.scan import scan_file;"
-    " t = time.perf_counter(); r = scan_file(Path(sys.argv[1])); t = time.perf_counter() - t;"
+    "import resource, sys, time; from pathlib import Path;"
+    " from torchwise.ckpt.scan import scan_file; t = time.perf_counter(); r = scan_file(Path(sys.argv[1])); t = time.perf_counter() - t;"
     " print(r.verdict, t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
 )
 
