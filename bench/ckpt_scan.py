@@ -252,11 +252,15 @@ def _real(directory: Path) -> None:
     print()
 
 
-_BOMB_SCAN = (
-    "import resource, sys, time; from pathlib import Path;"
-    " from torchwise.ckpt.scan import scan_file; t = time.perf_counter(); r = scan_file(Path(sys.argv[1])); t = time.perf_counter() - t;"
-    " print(r.verdict, t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-)
+_BOMB_SCAN = """
+import resource, sys, time
+from pathlib import Path
+from torchwise.ckpt.scan import scan_file
+start = time.perf_counter()
+result = scan_file(Path(sys.argv[1]))
+took = time.perf_counter() - start
+print(result.verdict, took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
 
 
 def _bombs(root: Path) -> None:
