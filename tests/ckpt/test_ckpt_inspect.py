@@ -183,3 +183,24 @@ def test_cli_text_and_json(benign: dict[str, Path]) -> None:
     js = runner.invoke(app, ["ckpt", "inspect", "--format", "json", str(benign["safetensors"])])
     data = json.loads(js.output)
     assert data["format"] == "safetensors" and data["parameters"] == PARAMS
+
+
+class _Py2OrderedDict:
+    """Pickles as Python 2's OrderedDict did: OrderedDict([[key, value], ...])."""
+
+    def __init__(self, items: list[list[object]]) -> None:
+        self.items = items
+
+    def __reduce__(self) -> tuple[object, ...]:
+        import collections
+
+        return collections.OrderedDict, (self.items,)
+
+
+def test_python2_ordered_dict_of_tensors(tmp_path: Path) -> None:
+    # Found on real files: lpips' bundled weights pickle their state dict this way.
+    path = tmp_path / "py2.pth"
+    torch.save(_Py2OrderedDict([["lin.weight", torch.ones(2, 3)]]), path)
+    result = inspect(path)
+    assert result.kind == "state dict"
+    assert [(t.key, t.shape) for t in result.tensors] == [("lin.weight", (2, 3))]

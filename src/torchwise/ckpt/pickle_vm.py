@@ -181,12 +181,19 @@ class Machine:
             raise PickleStop(f"{opcode_name}: the argument list must be a tuple")
         record = Call(func, args, self.at, opcode_name, kwargs)
         self.result.calls.append(record)
-        if isinstance(func, Global) and func.qualname in _DICT_TYPES and args == ():
-            # OrderedDict() then SETITEMS: keep a real mapping so keys resolve; the call
-            # stays recorded for the scan.
-            mapping = PDict()
-            mapping.type_name = func.qualname
-            return mapping
+        if isinstance(func, Global) and func.qualname in _DICT_TYPES:
+            # OrderedDict() then SETITEMS, or Python 2's OrderedDict([[k, v], ...]): keep a
+            # real mapping so keys resolve; the call stays recorded for the scan.
+            pairs = _pairs(args)
+            if pairs is not None:
+                mapping = PDict()
+                mapping.type_name = func.qualname
+                for key, value in pairs:
+                    try:
+                        mapping[key] = value
+                    except TypeError:
+                        return record
+                return mapping
         return record
 
     def memo_put(self, key: int, value: Any) -> None:
@@ -247,6 +254,17 @@ class Machine:
             return SkippedText(size, "")
         self.src.skip(size)
         return SkippedBytes(size)
+
+
+def _pairs(args: Any) -> list[tuple[Any, Any]] | None:
+    """The items of ``OrderedDict(*args)`` when they are literal: () or ([[k, v], ...],)."""
+    if args == ():
+        return []
+    if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], list):
+        items = args[0]
+        if all(isinstance(i, (list, tuple)) and len(i) == 2 for i in items):
+            return [(i[0], i[1]) for i in items]
+    return None
 
 
 def run_pickle(
