@@ -38,6 +38,7 @@ from torchwise.ckpt.scan import scan_file  # noqa: E402
 TALLY = {"programs": 0, "ran": 0, "ran_unsafe": 0, "compared": 0, "agree": 0, "clean": 0,
          "clean_safe": 0, "zip": 0}  # fmt: skip
 MISSES: list[str] = []
+NOT_SAFE: dict[str, int] = {}  # why well-formed data-only programs were not called safe
 
 
 def run_batch(batch: list[Program]) -> None:
@@ -47,7 +48,8 @@ def run_batch(batch: list[Program]) -> None:
         outcomes = torch_outcomes(root, write_cases(root, cases))
         for case, program in zip(cases, batch, strict=True):
             path, outcome = root / f"{case.name}.pt", outcomes[case.name]
-            verdict = scan_file(path).verdict
+            scanned = scan_file(path)
+            verdict = scanned.verdict
             TALLY["programs"] += 1
             TALLY["zip"] += zipped[case.name]
             if outcome.ran:
@@ -64,6 +66,10 @@ def run_batch(batch: list[Program]) -> None:
             if not program.payload and not program.broken:
                 TALLY["clean"] += 1
                 TALLY["clean_safe"] += verdict == "safe"
+                if verdict != "safe":
+                    why = scanned.findings[0].reason if scanned.findings else scanned.error
+                    key = (why or verdict).split(":")[0]
+                    NOT_SAFE[key] = NOT_SAFE.get(key, 0) + 1
 
 
 def main() -> None:
@@ -89,6 +95,8 @@ def main() -> None:
     print(f"- payload ran under torch.load: {t['ran']}; scanned unsafe: {t['ran_unsafe']}")
     print(f"- where decoding stops agrees with the C unpickler: {t['agree']}/{t['compared']}")
     print(f"- well-formed data-only programs scanned safe: {t['clean_safe']}/{t['clean']}")
+    for why, count in sorted(NOT_SAFE.items(), key=lambda kv: -kv[1]):
+        print(f"  not safe ({count}): {why}")
     for miss in MISSES[:10]:
         print("  MISSED:", miss)
     if MISSES:
