@@ -215,6 +215,7 @@ NAMES = [
 
 def trick_cases(root: Path) -> tuple[list[Case], dict[str, Trick]]:
     """Every trick as a :class:`Case` under ``root``, and its description by name."""
+    root.mkdir(parents=True, exist_ok=True)
     markers = {name: str(marker_for(root, _slug(name))) for name in NAMES}
     payloads = {name: payload_pickle(path) for name, path in markers.items()}
     built = _zip_cases(payloads) + _pickle_cases(markers) + [_tar_link_case(markers, root)]
