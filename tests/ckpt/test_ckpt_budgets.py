@@ -46,30 +46,34 @@ def _too_large(result: object) -> bool:
     return any(f.rule == "too-large-to-vet" for f in findings)
 
 
-@pytest.mark.parametrize(
-    ("unit", "what"),
-    [(b"(", "MARK nesting"), (b"N", "number of opcodes")],
-)
-def test_zip_bomb_is_too_large_to_vet(unit: bytes, what: str, tmp_path: Path) -> None:
-    # 200 KiB on disk, 200 MiB inflated: MARKs hit the nesting limit, NONEs the opcode one.
-    bomb = deflate_bomb(tmp_path / "bomb.pt", unit, 200 << 20)
-    assert bomb.stat().st_size < 300 << 10
-    result = scan_file(bomb)
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """200 KiB on disk, 200 MiB inflated, of MARK (nesting limit) or NONE (opcode limit)."""
+    root = tmp_path_factory.mktemp("bombs")
+    return {name: deflate_bomb(root / f"{name}.pt", unit, 200 << 20)
+            for name, unit in (("MARK", b"("), ("NONE", b"N"))}  # fmt: skip
+
+
+def test_mark_bomb_ends_at_the_nesting_limit(bombs: dict[str, Path]) -> None:
+    assert bombs["MARK"].stat().st_size < 300 << 10
+    result = scan_file(bombs["MARK"])
     assert result.verdict == "unsafe" and _too_large(result)
-    assert any(what in f.reason for f in result.findings), result.findings
+    assert any("MARK nesting" in f.reason for f in result.findings), result.findings
 
 
-def test_bomb_scan_memory_is_bounded(tmp_path: Path) -> None:
-    bomb = deflate_bomb(tmp_path / "bomb.pt", b"N", 200 << 20)
+def test_opcode_bomb_ends_at_the_opcode_limit_in_bounded_memory(bombs: dict[str, Path]) -> None:
     code = (
         "import resource, sys; from pathlib import Path; "
         "from torchwise.ckpt.scan import scan_file; "
-        f"r = scan_file(Path({str(bomb)!r})); "
-        "print(r.verdict, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        f"r = scan_file(Path({str(bombs['NONE'])!r})); "
+        "print(r.verdict, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); "
+        "print(r.findings[0].rule, r.findings[0].reason)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    verdict, max_rss_kib = out.stdout.split()
+    first, finding = out.stdout.splitlines()
+    verdict, max_rss_kib = first.split()
     assert verdict == "unsafe"
+    assert finding.startswith("too-large-to-vet") and "number of opcodes" in finding
     assert int(max_rss_kib) < 500 * 1024  # well under 500 MB; it is about 60 MB
 
 

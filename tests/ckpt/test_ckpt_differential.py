@@ -70,7 +70,7 @@ def check_batch(root: Path, batch: list[Program]) -> None:
 
 @settings(max_examples=1, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))  # fmt: skip
-@given(st.lists(programs(), min_size=48, max_size=48))
+@given(st.lists(programs(), min_size=32, max_size=32))
 def test_generated_programs_agree_with_torch(tmp_path_factory: pytest.TempPathFactory,
                                              batch: list[Program]) -> None:  # fmt: skip
     check_batch(tmp_path_factory.mktemp("programs"), batch)
