@@ -34,7 +34,7 @@ torch.save(state, sys.argv[1])
 """
 
 _RUN = r"""
-import json, resource, sys, time
+import json, sys, time
 import torch, safetensors.torch
 from torchwise.ckpt import convert
 def rss():
@@ -50,8 +50,8 @@ else:
     state = torch.load(src, weights_only=True, mmap=how.endswith("mmap"))
     safetensors.torch.save_file({k: v.contiguous() for k, v in state.items()}, out)
 took = time.perf_counter() - start
-print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                  * 1024, "seconds": took}))
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
+print(json.dumps({"before": before, "peak": int(hwm) * 1024, "seconds": took}))
 """
 
 METHODS = {

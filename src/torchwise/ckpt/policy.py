@@ -14,6 +14,7 @@ warnings: exit 0, but weights_only loading needs them allowlisted.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -238,6 +239,7 @@ _DANGEROUS_ATTRS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def classify(qualname: str) -> Classification:
     """Classify ``module.name`` (after Python 2 import fixing)."""
     if qualname in WEIGHTS_ONLY:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Global:
     """``module.name`` as the unpickler's ``find_class`` would import it."""
 
@@ -35,7 +35,7 @@ class Global:
         return self.qualname
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Call:
     """A call the unpickler would make: ``func(*args)`` (REDUCE, NEWOBJ, INST, OBJ)."""
 
@@ -50,7 +50,7 @@ class Call:
     items: list[Any] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PersistentRef:
     """A persistent id; torch uses it for storages: ('storage', type, key, location, numel)."""
 
@@ -58,7 +58,7 @@ class PersistentRef:
     offset: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Unknown:
     """A value the machine cannot know statically; ``why`` says where it came from."""
 
@@ -70,14 +70,22 @@ class PDict(dict[Any, Any]):
     """A dict built by the pickle; ``type_name`` is set for dict subclasses
     (``collections.OrderedDict``) and ``state`` for a BUILD applied to it."""
 
-    type_name: str | None = None
-    state: Any = None
+    __slots__ = ("state", "type_name")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.type_name: str | None = None
+        self.state: Any = None
 
 
 class PSet(list[Any]):
     """A set or frozenset from the pickle (kept as a list: items may be unhashable)."""
 
-    frozen: bool = False
+    __slots__ = ("frozen",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.frozen = False
 
 
 @dataclass(eq=False)
