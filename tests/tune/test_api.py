@@ -62,6 +62,7 @@ def cnn_report() -> TuneReport:
     return report
 
 
+@pytest.mark.slow
 def test_tune_leaves_the_model_rng_and_threads_alone() -> None:
     torch.manual_seed(1)
     model = TinyCNN()
@@ -83,6 +84,7 @@ def test_tune_leaves_the_model_rng_and_threads_alone() -> None:
     assert torch.equal(x, x.clone())
 
 
+@pytest.mark.slow
 def test_the_json_matches_the_documented_schema(cnn_report: TuneReport) -> None:
     data = json.loads(cnn_report.render("json"))
     jsonschema.validate(data, documented_schema())
@@ -93,6 +95,7 @@ def test_the_json_matches_the_documented_schema(cnn_report: TuneReport) -> None:
     assert data["baseline"]["phases_s"]["forward"] > 0
 
 
+@pytest.mark.slow
 def test_every_format_renders(cnn_report: TuneReport) -> None:
     text = cnn_report.render("text")
     assert text.startswith("torchwise tune: TinyCNN on cpu")
@@ -117,6 +120,7 @@ class _Collector(HTMLParser):
                 self.external.append(value)
 
 
+@pytest.mark.slow
 def test_the_html_page_is_self_contained(cnn_report: TuneReport) -> None:
     page = cnn_report.render("html")
     parser = _Collector()
@@ -147,6 +151,7 @@ def test_recommendations_come_with_a_diff_and_evidence() -> None:
         assert rec["check"]["ok"]
 
 
+@pytest.mark.slow
 def test_a_loader_workload_reports_the_loader() -> None:
     report = tune(
         TinyMLP(),
@@ -163,6 +168,7 @@ def test_a_loader_workload_reports_the_loader() -> None:
     assert "DataLoader" in report.render("text")
 
 
+@pytest.mark.slow
 def test_labels_from_a_dict_loader_drive_the_loss() -> None:
     class KwargsMLP(TinyMLP):
         def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]

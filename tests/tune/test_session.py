@@ -137,6 +137,7 @@ def test_the_first_look_waits_for_enough_pairs() -> None:
     assert 1 - look_confidence(custom) == pytest.approx(0.01 / len(look_schedule(8, 60)))
 
 
+@pytest.mark.slow
 def test_the_calibrated_level_keeps_the_overall_error() -> None:
     # The calibration of bench/tune_calibrate.py, rerun small: null sequences of
     # symmetric noise, every scheduled look plus a budget stop.
@@ -192,12 +193,14 @@ def repeated_runs() -> dict[str, collections.Counter[Verdict]]:
     return verdicts
 
 
+@pytest.mark.slow
 def test_knobs_with_no_effect_get_no_significant_difference(repeated_runs) -> None:  # type: ignore[no-untyped-def]
     # Over 200 null comparisons the overall error is promised at 1%; allow 2%.
     null = repeated_runs["none-a"] + repeated_runs["none-b"]
     assert null[Verdict.SAME] >= 0.98 * sum(null.values()), null
 
 
+@pytest.mark.slow
 def test_knobs_with_a_large_effect_get_the_same_verdict_every_time(repeated_runs) -> None:  # type: ignore[no-untyped-def]
     assert repeated_runs["20%-faster"][Verdict.FASTER] >= 0.98 * len(SEEDS), repeated_runs
     assert repeated_runs["25%-slower"][Verdict.SLOWER] >= 0.98 * len(SEEDS), repeated_runs
