@@ -156,6 +156,9 @@ def tune(
     """
     if fmt == "html" and console.output is None:
         console.note("note: --format html writes a whole page; use -o report.html to save it")
+    from torchwise.deps import require_torch
+
+    require_torch("torchwise tune")
     from torchwise.tune import TuneOptions
     from torchwise.tune import tune as run_tune
 
@@ -183,15 +186,26 @@ def tune(
         lr_range=lr_range,
         seed=seed,
     )
-    report = run_tune(
-        resolved.model,
-        resolved.args,
-        kwargs=resolved.kwargs,
-        loader=loader,
-        options=options,
-        name=resolved.name,
-        notify=console.note,
-    )
+    with console.progress(None, "tuning") as bar:
+        # On a terminal the stage being measured is the spinner's detail; otherwise
+        # each stage is a status line (hidden by --quiet).
+        spinner = console.show_progress()
+
+        def notify(line: str) -> None:
+            if spinner:
+                bar.advance(0, label=line.strip())
+            else:
+                console.note(line)
+
+        report = run_tune(
+            resolved.model,
+            resolved.args,
+            kwargs=resolved.kwargs,
+            loader=loader,
+            options=options,
+            name=resolved.name,
+            notify=notify,
+        )
     console.emit(report.render(fmt))
 
 
