@@ -103,6 +103,7 @@ def target_options(command: F) -> F:
         # importing torch configures its logging and would undo the silencing, and the
         # first fake-tensor fallback would then print a traceback ahead of our one line.
         import torch  # noqa: F401
+
         request = TargetArgs(target, inputs, init_kwargs, build, build_on, batch_dim, config_start)
         return command(*args, target=request, **kwargs)
 
