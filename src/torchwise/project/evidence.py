@@ -14,20 +14,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchwise.project.schema import (
+    CheckpointContents,
     CheckpointEntry,
     CheckpointFinding,
+    CheckpointScan,
     DoctorCheck,
     DoctorSummary,
+    FileFix,
     FindingRow,
+    FixPreview,
     LayerRow,
     ModelMeasure,
     ReviewSummary,
+    RuleDoc,
+    TensorRow,
+    Verdict,
 )
 
 if TYPE_CHECKING:
-    from torchwise.ckpt import FileScan, InspectResult
+    from torchwise.ckpt import FileScan, InspectResult, ScanReport
     from torchwise.model import ModelSummary
-    from torchwise.review import Finding, ReviewReport
+    from torchwise.review import Finding, ReviewReport, RuleInfo
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -81,6 +88,45 @@ def review_summary(report: ReviewReport, root: Path, *, max_findings: int = 500)
     )
 
 
+def rule_doc(info: RuleInfo) -> RuleDoc:
+    return RuleDoc(
+        code=info.code,
+        name=info.name,
+        family=info.family,
+        severity=info.severity.value,
+        default_enabled=info.default_enabled,
+        fix=info.fix.value if info.fix else None,
+        summary=info.summary,
+        doc=info.doc,
+    )
+
+
+def fix_preview(report: ReviewReport, root: Path, *, unsafe: bool) -> FixPreview:
+    """The diffs of a ``review_paths(..., fix=FixMode(write=False))`` run."""
+    import difflib
+
+    files = []
+    for file in report.files:
+        if file.fixed is None or file.original is None:
+            continue
+        shown = relative(file.path, root)
+        diff = "".join(
+            difflib.unified_diff(
+                file.original.splitlines(keepends=True),
+                file.fixed.splitlines(keepends=True),
+                fromfile=f"a/{shown}",
+                tofile=f"b/{shown}",
+            )
+        )
+        files.append(FileFix(path=shown, fixes=file.fixes_applied, diff=diff))
+    return FixPreview(
+        files=files,
+        fixes=sum(f.fixes for f in files),
+        unsafe_included=unsafe,
+        remaining=[finding_row(f, root) for f in report.findings],
+    )
+
+
 # -- checkpoints ---------------------------------------------------------------------
 
 
@@ -107,6 +153,39 @@ def checkpoint_entry(scan: FileScan, contents: InspectResult | None, root: Path)
         tensors=len(contents.tensors) if contents else None,
         parameters=contents.parameters if contents else None,
         tensor_bytes=contents.tensor_bytes if contents else None,
+    )
+
+
+def checkpoint_scan(report: ScanReport, root: Path) -> CheckpointScan:
+    entries = [checkpoint_entry(file, None, root) for file in report.files]
+    order: tuple[Verdict, ...] = ("error", "unsafe", "warning", "safe")
+    worst: Verdict = min((e.verdict for e in entries), key=order.index, default="safe")
+    return CheckpointScan(verdict=worst, files=entries)
+
+
+def checkpoint_contents(
+    result: InspectResult, root: Path, *, limit: int = 500
+) -> CheckpointContents:
+    rows = [
+        TensorRow(key=t.key, dtype=t.dtype, shape=list(t.shape), role=t.role)
+        for t in result.tensors[:limit]
+    ]
+    return CheckpointContents(
+        path=relative(result.path, root),
+        format=result.format,
+        kind=result.kind,
+        parameters=result.parameters,
+        buffers=result.buffers,
+        optimizer_elements=result.optimizer_elements,
+        tensor_bytes=result.tensor_bytes,
+        file_size=result.file_size,
+        tensors=rows,
+        truncated=max(0, len(result.tensors) - limit),
+        optimizers=[
+            f"{o.key}: state for {o.params_with_state} parameters ({', '.join(o.state_names)})"
+            for o in result.optimizers
+        ],
+        notes=list(result.notes),
     )
 
 
@@ -174,6 +253,8 @@ def doctor_summary(report: Any) -> DoctorSummary:
                 status=check["status"],
                 summary=check["summary"],
                 where=list(check.get("where", [])),
+                evidence=dict(check.get("evidence", {})),
+                causes=list(check.get("causes", [])),
                 fix=check.get("fix", ""),
                 seconds=float(check.get("seconds", 0.0)),
             )

@@ -8,7 +8,7 @@ project root. :data:`SCHEMA_VERSION` is bumped on any incompatible change.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,7 @@ TriggerKind = Literal["dependency", "import", "checkpoint", "module"]
 Purpose = Literal["train", "test", "evaluate", "export", "profile"]
 BuildHow = Literal["configured", "default", "factory", "config-class", "needs-arguments"]
 Status = Literal["pass", "warn", "fail", "skip"]
+Verdict = Literal["safe", "warning", "unsafe", "error"]
 
 
 class Trigger(BaseModel):
@@ -175,7 +176,7 @@ class CheckpointEntry(BaseModel):
     path: str
     size_bytes: int
     format: str
-    verdict: Literal["safe", "warning", "unsafe", "error"]
+    verdict: Verdict
     findings: list[CheckpointFinding] = Field(default_factory=list)
     error: str | None = None
     kind: str | None = Field(
@@ -221,6 +222,8 @@ class DoctorCheck(BaseModel):
     status: Status
     summary: str
     where: list[str] = Field(default_factory=list)
+    evidence: dict[str, Any] = Field(default_factory=dict, description="the measured numbers")
+    causes: list[str] = Field(default_factory=list)
     fix: str = ""
     seconds: float = 0.0
 
@@ -266,3 +269,76 @@ class ProjectReport(BaseModel):
     models: list[ModelAudit] = Field(default_factory=list)
     timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
     notes: list[str] = Field(default_factory=list)
+
+
+# -- results of the MCP server's other tools ---------------------------------------
+
+
+class RuleDoc(BaseModel):
+    """``torchwise rules CODE``: what a review rule catches, why, and the fix."""
+
+    code: str
+    name: str
+    family: str
+    severity: Literal["error", "warning", "info"]
+    default_enabled: bool
+    fix: Literal["safe", "unsafe", "display"] | None = None
+    summary: str
+    doc: str = Field(description="the rule's full documentation (Markdown)")
+
+
+class FileFix(BaseModel):
+    path: str
+    fixes: int
+    diff: str = Field(description="unified diff of the fixes; nothing is written")
+
+
+class FixPreview(BaseModel):
+    """``torchwise review --diff``: the fixes review would apply, as diffs (never written)."""
+
+    files: list[FileFix]
+    fixes: int
+    unsafe_included: bool
+    remaining: list[FindingRow] = Field(description="findings the fixes leave")
+
+
+class DocResult(BaseModel):
+    """``torchwise doc``: generated docstrings, a diff, or a staleness check."""
+
+    target: str
+    mode: Literal["print", "diff", "check", "write"]
+    stale: bool | None = Field(default=None, description="check/diff: whether the docs change")
+    written: bool = False
+    output: str = Field(description="the docstrings (print) or the unified diff")
+    messages: list[str] = Field(default_factory=list)
+
+
+class TensorRow(BaseModel):
+    key: str
+    dtype: str
+    shape: list[int]
+    role: str
+
+
+class CheckpointContents(BaseModel):
+    """``torchwise ckpt inspect``: what a checkpoint holds, read without running it."""
+
+    path: str
+    format: str
+    kind: str
+    parameters: int
+    buffers: int
+    optimizer_elements: int
+    tensor_bytes: int
+    file_size: int
+    tensors: list[TensorRow]
+    truncated: int = 0
+    optimizers: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class CheckpointScan(BaseModel):
+    """``torchwise ckpt scan``: one verdict per file, with the evidence."""
+
+    verdict: Verdict
+    files: list[CheckpointEntry]
