@@ -21,8 +21,8 @@ from torchwise.console import Console
     help="Static audit only: never import the project's code (no inspect, no doctor).",
 )  # fmt: skip
 @click.option(
-    "--doctor", "doctor", type=click.Choice(["quick", "full", "off"]), default="quick",
-    show_default=True, help="Health checks per model: quick skips export, bf16 and bit-exactness.",
+    "--doctor", "doctor", default="quick", show_default=True, metavar="quick|full|off|IDS",
+    help="Health checks per model: quick skips export, bf16 and bit-exactness; or check ids.",
 )  # fmt: skip
 @click.option("--no-review", is_flag=True, help="Skip the code review.")
 @click.option("--no-checkpoints", is_flag=True, help="Skip scanning checkpoint files.")

@@ -73,7 +73,7 @@ class Workspace:
             return ResolvedModel(target, None)
         if target.startswith(("hf:", "timm:")):
             raise OutsideWorkspace(
-                f"{target!r} builds a model from an installed package, not from the workspace",
+                f"{target!r} builds a model from an installed package, outside the workspace",
                 hint="name a model file of the workspace, e.g. model.py:Net",
             )
         if ":" not in target:

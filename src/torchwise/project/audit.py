@@ -48,14 +48,18 @@ class AuditOptions:
     import_models: bool = True
     review: bool = True
     checkpoints: bool = True
-    doctor: str = "quick"  # quick | full | off
+    doctor: str = "quick"  # quick | full | off | a comma-separated list of check ids
     max_models: int = 8
     model_timeout: float = 300.0
     max_findings: int = 500
     probe_devices: bool = True
 
     def doctor_checks(self) -> tuple[str, ...] | None:
-        return {"off": None, "full": (), "quick": QUICK_CHECKS}[self.doctor]
+        """None: no doctor; (): every check; else the ids to run."""
+        named: dict[str, tuple[str, ...] | None] = {"off": None, "full": (), "quick": QUICK_CHECKS}
+        if self.doctor in named:
+            return named[self.doctor]
+        return tuple(c.strip() for c in self.doctor.split(",") if c.strip())
 
 
 @contextmanager
@@ -138,6 +142,7 @@ def audit_project(
     """Audit the project at ``root``. ``plan(n)`` is told the number of steps once known,
     ``step(label)`` is called as each begins (for a progress bar)."""
     step = step or (lambda label: None)
+    _check_doctor_ids(options)
     timings: dict[str, float] = {}
     with _timed(timings, "knowledge"):
         scan = scan_project(root, probe_devices=options.probe_devices)
@@ -163,6 +168,20 @@ def audit_project(
         report.notes.append("models not built (--no-import): static audit only")
     report.timings = timings
     return report
+
+
+def _check_doctor_ids(options: AuditOptions) -> None:
+    wanted = options.doctor_checks()
+    if not wanted or options.doctor == "quick" or not options.import_models:
+        return
+    from torchwise.doctor import CHECK_IDS
+
+    unknown = [c for c in wanted if c not in CHECK_IDS]
+    if unknown:
+        raise TorchwiseError(
+            f"unknown doctor check id(s): {', '.join(unknown)}",
+            hint=f"use quick, full, off or ids from: {', '.join(CHECK_IDS)}",
+        )
 
 
 def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelAudit:

@@ -4,8 +4,9 @@ Importing a project's model file runs it, and its constructor and forward are th
 user's code: they may hang, exit, crash the interpreter or leave state behind.
 So ``torchwise project`` and the MCP server run that work in a child process
 that can be killed when its time is up, and that writes no ``__pycache__`` into
-the project and sees a neutral ``sys.argv`` (a module that parses arguments at
-import must not read torchwise's).
+the project sees a neutral ``sys.argv`` (a module that parses arguments at import must
+not read torchwise's), and whose stdout is its stderr (the parent's stdout
+carries a report or the MCP protocol).
 
 Children are forked from a *forkserver* that has already imported torch and the
 torchwise capabilities, so each job starts in milliseconds instead of paying for
@@ -80,6 +81,10 @@ def _context() -> Any:
 
 def _child(connection: Any, cwd: str, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     sys.dont_write_bytecode = True  # never leave __pycache__ in the user's project
+    # The parent's stdout may be a report or an MCP stream: what the user's code
+    # prints (at import, in forward) goes to stderr instead, from Python or from C.
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.argv = [sys.argv[0] if sys.argv else "torchwise"]
     os.chdir(cwd)
     try:

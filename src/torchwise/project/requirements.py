@@ -189,11 +189,15 @@ def from_environment_yml(path: Path, relative: str) -> list[Requirement]:
     return found
 
 
+_PRIORITY = {"pyproject.toml": 0, "setup.cfg": 1, "setup.py": 2}
+
+
 def declared(root: Path, files: list[str]) -> tuple[list[Requirement], str | None]:
     """Every requirement declared at the project's top level (and in requirements/ dirs)."""
     found: list[Requirement] = []
     python: str | None = None
-    for relative in sorted(files):
+    # The first declaration of a package wins: the project's own metadata first.
+    for relative in sorted(files, key=lambda p: (_PRIORITY.get(p.rsplit("/", 1)[-1], 5), p)):
         parts = relative.split("/")
         name = parts[-1].lower()
         shallow = len(parts) == 1 or (len(parts) == 2 and parts[0] in ("requirements", "envs"))

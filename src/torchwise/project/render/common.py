@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torchwise.project.render.numbers import count, exact, nbytes
 from torchwise.project.schema import (
     BuildPlan,
@@ -24,16 +26,20 @@ LAYOUT_LABELS = (
 )
 
 
-def plan_text(plan: BuildPlan) -> str:
-    """How torchwise builds a module, in a few words."""
+def _plain(text: str) -> str:
+    return text
+
+
+def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
+    """How torchwise builds a module, in a few words (``code`` formats names and code)."""
     if plan.how == "configured":
-        return f"configured as {plan.target}"
+        return f"configured as {code(plan.target or '?')}"
     if plan.how == "default":
         return "default constructor"
     if plan.how == "factory":
-        return f"factory {plan.target.rpartition(':')[2] if plan.target else '?'}()"
+        return f"factory {code((plan.target or '?').rpartition(':')[2] + '()')}"
     if plan.how == "config-class":
-        return f"built as {plan.build}"
+        return f"built as {code(plan.build or '?')}"
     return plan.reason or "needs arguments"
 
 

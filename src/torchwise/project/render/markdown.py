@@ -51,11 +51,15 @@ def knowledge_markdown(k: ProjectKnowledge, *, heading: str = "##") -> str:
     lines += ["", f"{heading}# Models", ""]
     top = [m for m in k.modules if m.top_level or m.build.how == "configured"]
     if top:
-        lines += ["| class | file | kind | how torchwise builds it |", "|---|---|---|---|"]
+        lines += [
+            "| class | file | kind | how torchwise builds it | inputs |",
+            "|---|---|---|---|---|",
+        ]
         for module in top:
+            inputs = ", ".join(_code(spec) for spec in module.build.inputs) or "-"
             lines.append(
                 f"| `{module.name}` | `{module.path}:{module.line}` | {module_role(module)} | "
-                f"{_cell(plan_text(module.build))} |"
+                f"{_cell(plan_text(module.build, _code))} | {_cell(inputs)} |"
             )
         parts = [m.name for m in k.modules if m not in top]
         if parts:
