@@ -21,7 +21,8 @@ from torchwise.project import ProjectKnowledge, knowledge_markdown
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cifar_project"
 BLOCK = re.compile(
-    r"<!-- torchwise:begin (?P<name>[\w-]+)[^>]*-->\n(?P<text>.*?)\n<!-- torchwise:end (?P=name) -->",
+    r"<!-- torchwise:begin (?P<name>[\w-]+)[^>]*-->\n(?P<text>.*?)\n"
+    r"<!-- torchwise:end (?P=name) -->",
     re.S,
 )
 
