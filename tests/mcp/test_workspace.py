@@ -87,10 +87,13 @@ def test_a_configured_target_must_point_inside(layout: tuple[Workspace, Path]) -
     (workspace.root / "pyproject.toml").write_text(
         '[tool.torchwise.models.good]\ntarget = "model.py:Net"\n'
         '[tool.torchwise.models.bad]\ntarget = "../outside/secret.py:Net"\n'
+        '[tool.torchwise.models.built]\ntarget = "../outside/secret.py"\nbuild = "Net()"\n'
+        '[tool.torchwise.models.hub]\ntarget = "hf:gpt2"\n'
     )
     resolved = workspace.model("good")
     assert (resolved.target, resolved.config_start) == ("good", workspace.root)
-    with pytest.raises(OutsideWorkspace):
-        workspace.model("bad")
+    for name in ("bad", "built", "hub"):
+        with pytest.raises(OutsideWorkspace):
+            workspace.model(name)
     with pytest.raises(TorchwiseError, match="unknown target 'nope'"):
         workspace.model("nope")

@@ -67,7 +67,8 @@ PROJECT = {
                     pass
     """,
     "dies.py": """
-                import torch.nn as nn
+        import os
+        import torch.nn as nn
 
         class Dies(nn.Module):
             def __init__(self):

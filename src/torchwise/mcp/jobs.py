@@ -169,7 +169,9 @@ def document_model(
             )
         before = source.read_bytes()
     progress(1, 2, f"measuring and documenting {target}")
-    code, out, err = _run_doc()(
+    from torchwise.doc import run_doc
+
+    code, out, err = run_doc(
         target,
         inputs=inputs,
         init_kwargs=kwargs_json,
@@ -195,21 +197,6 @@ def document_model(
 def _inside(path: Path, root: Path) -> bool:
     resolved = path.resolve()
     return resolved == root or root in resolved.parents
-
-
-def _run_doc() -> Callable[..., tuple[int, str, str]]:
-    """``run_doc`` from the doc capability (``torchwise.doc`` once it is a package)."""
-    import importlib
-
-    for module_name in ("torchwise.doc", "torchwise.model.docrun"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError:
-            continue
-        function = getattr(module, "run_doc", None)
-        if callable(function):
-            return function  # type: ignore[no-any-return]
-    raise TorchwiseError("this torchwise has no doc capability")  # pragma: no cover
 
 
 def scan_checkpoint(root: Path, path: Path, progress: Progress) -> CheckpointScan:

@@ -116,10 +116,17 @@ class Workspace:
                 hint=f"models configured in the workspace: {known}; or use path/to/model.py:Name",
             )
         inner = entry.get("target")
-        if isinstance(inner, str) and ":" in inner and not inner.startswith("zoo:"):
-            module_ref = inner.rpartition(":")[0]
-            if module_ref.endswith(".py") or "/" in module_ref:
-                self.path(str(self.root / module_ref))  # refuses a config pointing outside
-            else:
-                self._module_file(module_ref)
+        if not isinstance(inner, str) or inner.startswith("zoo:"):
+            return ResolvedModel(name, self.root)
+        if inner.startswith(("hf:", "timm:")):
+            raise OutsideWorkspace(
+                f"[tool.torchwise.models.{name}] builds {inner!r} from an installed package, "
+                "outside the workspace"
+            )
+        # "file.py:Name", "package.module:Name", or a bare "file.py" built by `build = ...`
+        module_ref = inner.rpartition(":")[0] if ":" in inner else inner
+        if module_ref.endswith(".py") or "/" in module_ref:
+            self.path(str(self.root / module_ref))  # refuses a config pointing outside
+        else:
+            self._module_file(module_ref)
         return ResolvedModel(name, self.root)

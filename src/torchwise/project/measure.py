@@ -45,17 +45,9 @@ def target_of(module: ModuleClass, root: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _resolve(task: ModelTask, inputs: Sequence[str]) -> Any:
-    import inspect as pyinspect
-
     from torchwise.target import resolve_target
 
-    root = Path(task.root)
-    target, extra = target_of(task.module, root)
-    if "build" in extra and "build" not in pyinspect.signature(resolve_target).parameters:
-        raise TorchwiseError(
-            f"building {task.module.name} needs `{extra['build']}`, and this torchwise's "
-            "targets take no build expression yet"
-        )
+    target, extra = target_of(task.module, Path(task.root))
     return resolve_target(target, inputs=inputs, device="cpu", **extra)
 
 
