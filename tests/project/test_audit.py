@@ -54,17 +54,20 @@ PROJECT = {
                 super().__init__()
                 raise ValueError("no weights for this size")
     """,
-    "hang.py": """
+    "traindies.py": """
+        import os
         import torch.nn as nn
 
-        class Hang(nn.Module):
+        class TrainDies(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.fc = nn.Linear(4, 4)
 
             def forward(self, x):
-                while True:
-                    pass
+                # Only a real training step crashes; inspect runs on the meta device.
+                if self.training and x.device.type != "meta":
+                    os._exit(5)
+                return self.fc(x)
     """,
     "dies.py": """
         import os
@@ -95,11 +98,23 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> Messy:
     root = tmp_path_factory.mktemp("messy")
     for name, text in PROJECT.items():
         (root / name).write_text(textwrap.dedent(text).lstrip())
-    # The hanging forward is stopped at the limit whatever the machine's speed; the
-    # others finish in well under a second of work.
-    options = AuditOptions(doctor="off", review=False, model_timeout=15)
+    # A limit no model here needs, however loaded the machine: none of them hangs.
+    options = AuditOptions(doctor="grad-flow", review=False, model_timeout=900)
     return root, audit_project(root, options)
 
+
+HANG = """
+        import torch.nn as nn
+
+        class Hang(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                while True:
+                    pass
+    """
 
 Messy = tuple[Path, ProjectReport]
 
@@ -121,14 +136,30 @@ def test_inputs_are_inferred_from_the_first_layer(messy: Messy) -> None:
     # 100*16 embedding + 16*100 + 100 head
     assert lm.measure is not None
     assert lm.measure.total_params == 100 * 16 + 16 * 100 + 100
+    assert lm.doctor is not None and [c.id for c in lm.doctor.checks] == ["grad-flow"]
 
 
 def test_user_code_failures_are_recorded_and_the_audit_goes_on(messy: Messy) -> None:
     _, report = messy
     models = audits(report)
     assert "ValueError: no weights for this size" in str(models["Broken"].error)
-    assert "longer than 15s" in str(models["Hang"].error)
     assert "died without a result (exit code 3)" in str(models["Dies"].error)
+
+
+def test_a_model_that_crashes_in_doctor_keeps_its_measures(messy: Messy) -> None:
+    _, report = messy
+    crashed = audits(report)["TrainDies"]
+    assert "died without a result (exit code 5)" in str(crashed.error)
+    assert crashed.measure is not None and crashed.measure.total_params == 4 * 4 + 4
+    assert crashed.doctor is None
+
+
+def test_a_hanging_model_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
+    (tmp_path / "hang.py").write_text(textwrap.dedent(HANG).lstrip())
+    # The forward never returns, so the limit is reached whatever the machine's speed.
+    report = audit_project(tmp_path, AuditOptions(doctor="off", review=False, model_timeout=10))
+    (hang,) = report.models
+    assert hang.error == "building and checking Hang took longer than 10s and was stopped"
 
 
 def test_a_file_that_runs_code_at_import_is_not_imported(messy: Messy) -> None:

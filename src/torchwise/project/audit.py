@@ -197,10 +197,16 @@ def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelA
         )
         return result
     except TorchwiseError as exc:
+        message = str(exc).splitlines()[0]
+        partial = getattr(exc, "partial", None)
+        if isinstance(partial, ModelAudit):  # inspect finished; doctor was stopped
+            partial.error = message
+            partial.seconds = round(time.perf_counter() - started, 2)
+            return partial
         return ModelAudit(
             name=module.name,
             path=module.path,
             target=module.build.target or module.path,
-            error=str(exc).splitlines()[0],
+            error=message,
             seconds=round(time.perf_counter() - started, 2),
         )

@@ -41,16 +41,23 @@ PRELOAD = (
     "torchwise.review",
     "torchwise.ckpt",
     "torchwise.project.schema",
+    "torchwise.project.warmup",
 )
 
 ProgressCallback = Callable[[float, float | None, str], None]
 
 
-class JobTimeout(TorchwiseError):
+class JobFailed(TorchwiseError):
+    """The job did not finish; ``partial`` is the last partial result it sent, if any."""
+
+    partial: Any = None
+
+
+class JobTimeout(JobFailed):
     """The job ran past its time limit and was stopped."""
 
 
-class JobCrashed(TorchwiseError):
+class JobCrashed(JobFailed):
     """The child process died without a result (a segfault, ``os._exit``, out of memory)."""
 
 
@@ -63,6 +70,11 @@ class Progress:
     def __call__(self, done: float, total: float | None = None, message: str = "") -> None:
         with contextlib.suppress(OSError, ValueError):  # the parent went away: we get killed
             self.connection.send(("progress", done, total, message))
+
+    def partial(self, result: Any) -> None:
+        """What the job has so far, kept by the parent in case the job is then stopped."""
+        with contextlib.suppress(OSError, ValueError):
+            self.connection.send(("partial", result))
 
 
 _CONTEXT: Any = None
@@ -195,6 +207,7 @@ def run_isolated(
     """
     job = Job(function, args, cwd)
     deadline = time.monotonic() + timeout
+    partial: Any = None
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -207,7 +220,12 @@ def run_isolated(
                 if message[0] == "progress":
                     if on_progress is not None:
                         on_progress(message[1], message[2], message[3])
+                elif message[0] == "partial":
+                    partial = message[1]
                 else:
                     return finish(message)
+    except JobFailed as exc:
+        exc.partial = partial
+        raise
     finally:
         job.kill()

@@ -81,16 +81,21 @@ def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[Modu
     model_dirs = Counter(_parent(m.path) for m in modules)
     checkpoint_dirs = {_parent(p) for p in files.checkpoints}
     checkpoint_dirs |= {d for d in files.dirs if d.rsplit("/", 1)[-1] in _CHECKPOINT_DIR_NAMES}
+    # A dir named for configs that holds config files (YAML, JSON, TOML, or Python
+    # configs as nanoGPT's config/), or any dir with three YAML files or more; nested
+    # config dirs are listed by their outermost one.
+    config_files = [*files.configs, *files.python]
     config_dirs = {
         d
         for d in files.dirs
         if d.rsplit("/", 1)[-1].lower() in _CONFIG_DIR_NAMES
-        and any(c.startswith(d + "/") for c in files.configs)
+        and any(c.startswith(d + "/") for c in config_files)
     }
     yaml_dirs = Counter(
         _parent(c) for c in files.configs if c.endswith((".yaml", ".yml")) and not c.startswith(".")
     )
     config_dirs |= {d for d, n in yaml_dirs.items() if n >= 3}
+    config_dirs = {d for d in config_dirs if not any(d.startswith(o + "/") for o in config_dirs)}
     training = [
         path
         for path, fact in facts.items()

@@ -131,6 +131,7 @@ def audit_model(task: ModelTask, progress: Reporter) -> ModelAudit:
         audit.measure = evidence.model_measure(summary, depth=task.depth)
     except Exception as exc:
         audit.error = _user_error(exc, f"inspecting {module.name}")
+    _partial(progress, audit, module, started)  # kept if doctor is then stopped
     if checks:
         try:
             audit.doctor = _doctor(module.name, built, checks, progress)
@@ -175,6 +176,12 @@ def command_for(module: ModuleClass, inputs: Sequence[str]) -> str:
         for spec in inputs:
             words += ["--input", spec]
     return shlex.join(words)
+
+
+def _partial(progress: Reporter, audit: ModelAudit, module: ModuleClass, started: float) -> None:
+    send = getattr(progress, "partial", None)
+    if send is not None:
+        send(_done(audit.model_copy(deep=True), module, started))
 
 
 def _done(audit: ModelAudit, module: ModuleClass, started: float) -> ModelAudit:

@@ -76,11 +76,11 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _import_map(tree: ast.Module) -> tuple[dict[str, str], dict[str, int]]:
+def _import_map(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, int]]:
     """Local alias -> dotted origin, and top-level package -> first import line."""
     aliases: dict[str, str] = {}
     packages: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 aliases[alias.asname or alias.name.split(".")[0]] = (
@@ -133,7 +133,7 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
     return False
 
 
-def _class_facts(node: ast.ClassDef, aliases: dict[str, str]) -> ClassFacts:
+def _class_facts(node: ast.ClassDef, aliases: dict[str, str], nodes: list[ast.AST]) -> ClassFacts:
     bases = [resolve(d, aliases) for base in node.bases if (d := _dotted(base))]
     init: ast.FunctionDef | None = None
     forward: ast.FunctionDef | None = None
@@ -165,7 +165,7 @@ def _class_facts(node: ast.ClassDef, aliases: dict[str, str]) -> ClassFacts:
     else:
         all_defaults = fields_default if is_dataclass else True
     references = set()
-    for child in ast.walk(node):
+    for child in nodes:
         if isinstance(child, ast.Name):
             references.add(child.id)
         elif isinstance(child, ast.Attribute):
@@ -181,10 +181,10 @@ def _kwonly(function: ast.FunctionDef) -> set[str]:
     return {a.arg for a in function.args.kwonlyargs}
 
 
-def _function_facts(node: ast.FunctionDef) -> FunctionFacts:
+def _function_facts(node: ast.FunctionDef, nodes: list[ast.AST]) -> FunctionFacts:
     returns: set[str] = set()
     assigned: dict[str, str] = {}
-    for child in ast.walk(node):
+    for child in nodes:
         if isinstance(child, ast.Assign) and isinstance(child.value, ast.Call):
             callee = _dotted(child.value.func)
             for target in child.targets:
@@ -258,10 +258,10 @@ def _risk(body: list[ast.stmt]) -> str | None:
     return None
 
 
-def _trains(tree: ast.Module) -> bool:
+def _trains(nodes: list[ast.AST]) -> bool:
     attributes = {
         child.func.attr
-        for child in ast.walk(tree)
+        for child in nodes
         if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
     }
     return ("backward" in attributes and "step" in attributes) or "fit" in attributes
@@ -275,12 +275,15 @@ def analyse(source: str, path: str) -> FileFacts:
     except (SyntaxError, ValueError) as exc:
         facts.parse_error = f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}"
         return facts
-    aliases, facts.imports = _import_map(tree)
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            facts.classes.append(_class_facts(node, aliases))
-        elif isinstance(node, ast.FunctionDef):
-            facts.functions.append(_function_facts(node))
+    # One walk over the tree: each top-level statement's nodes, reused by every fact.
+    per_statement = [(statement, list(ast.walk(statement))) for statement in tree.body]
+    every = [node for _, nodes in per_statement for node in nodes]
+    aliases, facts.imports = _import_map(every)
+    for statement, nodes in per_statement:
+        if isinstance(statement, ast.ClassDef):
+            facts.classes.append(_class_facts(statement, aliases, nodes))
+        elif isinstance(statement, ast.FunctionDef):
+            facts.functions.append(_function_facts(statement, nodes))
     facts.import_risk = _risk(tree.body)
-    facts.trains = _trains(tree)
+    facts.trains = _trains(every)
     return facts
