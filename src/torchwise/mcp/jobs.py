@@ -75,8 +75,10 @@ def _resolve(
 ) -> Any:
     import json
 
+    from torchwise.project.isolation import import_from
     from torchwise.target import resolve_target
 
+    import_from(Path.cwd())  # the worker runs in the workspace root
     return resolve_target(
         target,
         inputs=inputs,

@@ -185,7 +185,13 @@ def _check_doctor_ids(options: AuditOptions) -> None:
 
 
 def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelAudit:
-    task = ModelTask(root=str(root), module=module, doctor_checks=options.doctor_checks())
+    task = ModelTask(
+        root=str(root),
+        module=module,
+        doctor_checks=options.doctor_checks(),
+        # An audit runs many models: quick mode gives overfitting one batch 10 s, not 30.
+        overfit_budget=10.0 if options.doctor == "quick" else 30.0,
+    )
     started = time.perf_counter()
     try:
         result: ModelAudit = run_isolated(

@@ -178,6 +178,18 @@ class Job:
         self._receiver.close()
 
 
+def import_from(root: Path) -> None:
+    """Let the project's code import its own packages as its scripts do (worker only).
+
+    Scripts run from the project root (``python train.py``) import ``util.box_ops``
+    or ``models.resnet`` relative to it, and src-layout projects import from
+    ``src/``; a model file imported by path would not find them otherwise.
+    """
+    for entry in (root / "src", root):
+        if entry.is_dir() and str(entry) not in sys.path:
+            sys.path.insert(0, str(entry))
+
+
 def finish(message: tuple[Any, ...]) -> Any:
     """The job's result, or its error raised as the matching TorchwiseError."""
     if message[0] == "ok":

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.project import evidence
+from torchwise.project.isolation import import_from
 from torchwise.project.schema import DoctorSummary, ModelAudit, ModuleClass
 
 Reporter = Callable[[float, "float | None", str], None]
@@ -28,7 +29,8 @@ class ModelTask:
     module: ModuleClass
     doctor_checks: tuple[str, ...] | None  # None: no doctor; () : every check
     depth: int = 2
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: Seconds doctor's overfit-batch may train (doctor's own default is 30).
+    overfit_budget: float = 30.0
 
 
 def target_of(module: ModuleClass, root: Path) -> tuple[str, dict[str, Any]]:
@@ -114,6 +116,7 @@ def audit_model(task: ModelTask, progress: Reporter) -> ModelAudit:
     )
     checks = doctor_selection(task.doctor_checks)
     steps = 3 + len(checks)
+    import_from(Path(task.root))
     progress(0, steps, f"building {module.name}")
     try:
         built = _build(task, audit, progress, steps)
@@ -134,7 +137,7 @@ def audit_model(task: ModelTask, progress: Reporter) -> ModelAudit:
     _partial(progress, audit, module, started)  # kept if doctor is then stopped
     if checks:
         try:
-            audit.doctor = _doctor(module.name, built, checks, progress)
+            audit.doctor = _doctor(module.name, built, checks, progress, task.overfit_budget)
         except Exception as exc:
             audit.error = audit.error or _user_error(exc, f"doctor on {module.name}")
     return _done(audit, module, started)
@@ -149,7 +152,9 @@ def doctor_selection(wanted: Sequence[str] | None) -> list[str]:
     return [c for c in CHECK_IDS if not wanted or c in wanted]
 
 
-def _doctor(name: str, built: _Built, checks: list[str], progress: Reporter) -> DoctorSummary:
+def _doctor(
+    name: str, built: _Built, checks: list[str], progress: Reporter, overfit_budget: float
+) -> DoctorSummary:
     """Run the checks one at a time, so that progress can be reported between them."""
     from torchwise.doctor import check
 
@@ -157,7 +162,14 @@ def _doctor(name: str, built: _Built, checks: list[str], progress: Reporter) -> 
     steps = 3 + len(checks)
     for index, check_id in enumerate(checks):
         progress(3 + index, steps, f"doctor {check_id} on {name}")
-        report = check(built.model, built.args, [check_id], kwargs=built.kwargs, name=name)
+        report = check(
+            built.model,
+            built.args,
+            [check_id],
+            kwargs=built.kwargs,
+            name=name,
+            overfit_budget_s=overfit_budget,
+        )
         parts.append(evidence.doctor_summary(report))
     return evidence.merge_doctor(parts)
 
