@@ -19,6 +19,7 @@ from pathlib import Path
 from torchwise import __version__
 from torchwise.errors import TorchwiseError
 from torchwise.project import evidence
+from torchwise.project.environment import torch_importable
 from torchwise.project.isolation import run_isolated
 from torchwise.project.knowledge import ProjectScan, scan_project
 from torchwise.project.measure import ModelTask, audit_model
@@ -147,8 +148,14 @@ def audit_project(
     with _timed(timings, "knowledge"):
         scan = scan_project(root, probe_devices=options.probe_devices)
     report = ProjectReport(torchwise_version=__version__, knowledge=scan.knowledge)
-    chosen, notes = models_to_build(scan, options.max_models) if options.import_models else ([], [])
+    build = options.import_models and torch_importable()
+    chosen, notes = models_to_build(scan, options.max_models) if build else ([], [])
     report.notes.extend(notes)
+    if options.import_models and not build:
+        report.notes.append(
+            "models not built: PyTorch is not installed where torchwise runs "
+            "(pip install torch, or pip install 'torchwise[torch]')"
+        )
     if plan is not None:
         plan(int(options.review) + len(scan.files.checkpoints) * options.checkpoints + len(chosen))
     if options.review:
@@ -174,6 +181,8 @@ def _check_doctor_ids(options: AuditOptions) -> None:
     wanted = options.doctor_checks()
     if not wanted or options.doctor == "quick" or not options.import_models:
         return
+    if not torch_importable():
+        return  # no model is built, so no check runs
     from torchwise.doctor import CHECK_IDS
 
     unknown = [c for c in wanted if c not in CHECK_IDS]

@@ -134,6 +134,14 @@ def _where(req: Requirement) -> str:
     return req.source if req.line is None else f"{req.source}:{req.line}"
 
 
+def torch_importable() -> bool:
+    """Whether torch can be imported here (looked up, not imported)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def torch_runtime(packages: list[Package], installed_where: str, *, probe: bool) -> TorchRuntime:
     """The declared and installed torch, and (with ``probe``) CUDA/MPS on this machine."""
     entry = next((p for p in packages if p.name == "torch"), None)
@@ -145,7 +153,7 @@ def torch_runtime(packages: list[Package], installed_where: str, *, probe: bool)
     if not probe:
         runtime.note = "devices not probed"
         return runtime
-    if importlib.util.find_spec("torch") is None:
+    if not torch_importable():
         runtime.note = "torch is not installed where torchwise runs: devices unknown"
         return runtime
     import torch
