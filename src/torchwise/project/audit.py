@@ -198,8 +198,6 @@ def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelA
         root=str(root),
         module=module,
         doctor_checks=options.doctor_checks(),
-        # An audit runs many models: quick mode gives overfitting one batch 10 s, not 30.
-        overfit_budget=10.0 if options.doctor == "quick" else 30.0,
     )
     started = time.perf_counter()
     try:

@@ -24,6 +24,10 @@ def candidates(model: Any) -> Iterator[str]:
     from torch import nn
 
     for module in model.modules():
+        # torch's own layers only: a custom module that owns a parameter (a learned
+        # position embedding) says nothing about the input its children take.
+        if not type(module).__module__.startswith("torch.nn"):
+            continue
         if not any(True for _ in module.parameters(recurse=False)):
             continue
         if isinstance(module, nn.Conv2d):
@@ -62,7 +66,7 @@ def candidates(model: Any) -> Iterator[str]:
             yield f"f32[batch=2,{module.num_features}]"
         elif isinstance(module, nn.MultiheadAttention):
             yield f"f32[batch=2,seq=8,{module.embed_dim}]"
-        return  # only the first layer with parameters speaks for the input
+        return  # only the first of torch's layers with parameters speaks for the input
 
 
 def infer_input(model: Any) -> tuple[str | None, list[str]]:

@@ -29,8 +29,6 @@ class ModelTask:
     module: ModuleClass
     doctor_checks: tuple[str, ...] | None  # None: no doctor; () : every check
     depth: int = 2
-    #: Seconds doctor's overfit-batch may train (doctor's own default is 30).
-    overfit_budget: float = 30.0
 
 
 def target_of(module: ModuleClass, root: Path) -> tuple[str, dict[str, Any]]:
@@ -137,7 +135,7 @@ def audit_model(task: ModelTask, progress: Reporter) -> ModelAudit:
     _partial(progress, audit, module, started)  # kept if doctor is then stopped
     if checks:
         try:
-            audit.doctor = _doctor(module.name, built, checks, progress, task.overfit_budget)
+            audit.doctor = _doctor(module.name, built, checks, progress)
         except Exception as exc:
             audit.error = audit.error or _user_error(exc, f"doctor on {module.name}")
     return _done(audit, module, started)
@@ -152,9 +150,7 @@ def doctor_selection(wanted: Sequence[str] | None) -> list[str]:
     return [c for c in CHECK_IDS if not wanted or c in wanted]
 
 
-def _doctor(
-    name: str, built: _Built, checks: list[str], progress: Reporter, overfit_budget: float
-) -> DoctorSummary:
+def _doctor(name: str, built: _Built, checks: list[str], progress: Reporter) -> DoctorSummary:
     """Run the checks one at a time, so that progress can be reported between them."""
     from torchwise.doctor import check
 
@@ -168,7 +164,6 @@ def _doctor(
             [check_id],
             kwargs=built.kwargs,
             name=name,
-            overfit_budget_s=overfit_budget,
         )
         parts.append(evidence.doctor_summary(report))
     return evidence.merge_doctor(parts)

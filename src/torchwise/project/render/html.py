@@ -33,13 +33,19 @@ MAX_BARS = 16
 
 
 def _chart_layers(audit: ModelAudit) -> list[LayerRow]:
-    """The layers worth a bar: the top-level children, or one level deeper when the
-    model wraps everything in one or two containers (``transformer``, ``backbone``)."""
+    """The layers worth a bar: the top-level children, with a child that holds most of
+    the parameters (a ``backbone``, ``stages``, ``transformer``) replaced by its own
+    children, so that the chart shows where the size is."""
     if audit.measure is None:
         return []
     layers = audit.measure.layers
-    depth = 1 if sum(layer.depth == 1 for layer in layers) >= 3 else 2
-    chosen = [layer for layer in layers if layer.depth == depth]
+    top = [layer for layer in layers if layer.depth == 1]
+    total = sum(layer.params for layer in top) or 1
+    chosen: list[LayerRow] = []
+    for layer in top:
+        inner = [c for c in layers if c.depth == 2 and c.name.startswith(layer.name + ".")]
+        dominant = layer.params > 0.6 * total or len(top) < 3
+        chosen.extend(inner if dominant and inner else [layer])
     if len(chosen) > MAX_BARS:
         rest = chosen[MAX_BARS - 1 :]
         chosen = [
@@ -47,7 +53,7 @@ def _chart_layers(audit: ModelAudit) -> list[LayerRow]:
             LayerRow(
                 name=f"{len(rest)} other layers",
                 type="",
-                depth=depth,
+                depth=2,
                 params=sum(layer.params for layer in rest),
                 flops=sum(layer.flops for layer in rest),
                 output_shapes=[],
