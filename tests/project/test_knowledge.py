@@ -145,6 +145,7 @@ def test_commands_from_makefile_readme_ci_scripts_and_pyproject(tmp_path: Path) 
                           python bench/profile_step.py
             """,
             "scripts/finetune.sh": "python train.py --finetune\n",
+            "docs/README.md": "```\npython train.py -h\npytest -x  # fast\n```\n",
             "pyproject.toml": '[project]\nname = "d"\n'
             '[project.scripts]\ndemo-train = "d.cli:train"\n',
         },
@@ -158,6 +159,8 @@ def test_commands_from_makefile_readme_ci_scripts_and_pyproject(tmp_path: Path) 
     assert commands[("test", "pytest -q tests/")] == ".github/workflows/ci.yml:6"
     assert ("profile", "python bench/profile_step.py") in commands
     assert ("train", "bash scripts/finetune.sh") in commands
+    assert ("test", "pytest -x") in commands  # the shell comment is not part of it
+    assert not any(c.endswith("-h") for _, c in commands)
     assert not any("ruff" in c or "pip install" in c for _, c in commands)
 
 
@@ -363,3 +366,10 @@ def test_the_example_project(tmp_path: Path) -> None:
     assert modules["CifarNet"].build.target == "cifarnet"
     assert not modules["ConvBlock"].top_level
     assert k.layout.training_scripts[0] == "train.py"
+
+
+def test_commands_are_capped_per_purpose_keeping_the_makefile(tmp_path: Path) -> None:
+    lines = "\n".join(f"python train.py --seed {i}" for i in range(12))
+    write(tmp_path, {"README.md": f"```bash\n{lines}\n```\n", "Makefile": "train:\n\tpython t.py\n"})
+    commands = [c.command for c in know(tmp_path).commands]
+    assert len(commands) == 8 and commands[0] == "make train"

@@ -41,10 +41,12 @@ _PURPOSES: tuple[tuple[Purpose, re.Pattern[str]], ...] = (
         "train",
         re.compile(
             r"\b(train|training|fit|finetune|fine-tune|pretrain)\b|(train|finetune|pretrain)\w*\.py"
-            r"|\btorchrun\b|accelerate launch|deepspeed\b"
+            r"|\btorchrun\b|distributed\.launch|accelerate launch|deepspeed\b"
         ),
     ),
 )
+#: Commands kept per purpose: the Makefile's and scripts' first, then the docs' first ones.
+MAX_PER_PURPOSE = 8
 #: A shell line worth reporting starts with one of these programs.
 _RUNNERS = re.compile(
     r"^(python[0-9.]*|torchrun|accelerate|deepspeed|pytest|make|bash|sh|\./\S+\.sh|lightning|"
@@ -83,8 +85,13 @@ def _shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return joined
 
 
+_COMMENT = re.compile(r"\s+#.*$")
+_HELP = re.compile(r"\s(-h|--help)$")
+
+
 def _add(found: list[ProjectCommand], command: str, source: str) -> None:
-    if not _RUNNERS.match(command):
+    command = _COMMENT.sub("", command).strip()
+    if not _RUNNERS.match(command) or _HELP.search(command):
         return
     purpose = purpose_of(command)
     if purpose is None or len(command) > 300:
@@ -241,4 +248,8 @@ def find_commands(root: Path, files: list[str]) -> list[ProjectCommand]:
         elif name.endswith(".sh") and (depth == 0 or relative.startswith("scripts/")):
             found.extend(from_shell_script(relative))
     order = {"train": 0, "evaluate": 1, "test": 2, "export": 3, "profile": 4}
-    return sorted(found, key=lambda c: order[c.purpose])
+    kept: list[ProjectCommand] = []
+    for command in sorted(found, key=lambda c: order[c.purpose]):  # stable: sources stay in order
+        if sum(c.purpose == command.purpose for c in kept) < MAX_PER_PURPOSE:
+            kept.append(command)
+    return kept
