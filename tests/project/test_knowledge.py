@@ -370,6 +370,8 @@ def test_the_example_project(tmp_path: Path) -> None:
 
 def test_commands_are_capped_per_purpose_keeping_the_makefile(tmp_path: Path) -> None:
     lines = "\n".join(f"python train.py --seed {i}" for i in range(12))
-    write(tmp_path, {"README.md": f"```bash\n{lines}\n```\n", "Makefile": "train:\n\tpython t.py\n"})
+    write(
+        tmp_path, {"README.md": f"```bash\n{lines}\n```\n", "Makefile": "train:\n\tpython t.py\n"}
+    )
     commands = [c.command for c in know(tmp_path).commands]
     assert len(commands) == 8 and commands[0] == "make train"

@@ -138,7 +138,9 @@ class Job:
         context = _context()
         self._receiver, sender = context.Pipe(duplex=False)
         self._process = context.Process(
-            target=_child, args=(sender, str(cwd), function, args), daemon=True
+            # Not a daemon: a job may start its own workers (review's process pool);
+            # every path out of run_isolated kills it.
+            target=_child, args=(sender, str(cwd), function, args), daemon=False
         )
         with _main_hidden():
             self._process.start()
