@@ -140,7 +140,9 @@ class Job:
         self._process = context.Process(
             # Not a daemon: a job may start its own workers (review's process pool);
             # every path out of run_isolated kills it.
-            target=_child, args=(sender, str(cwd), function, args), daemon=False
+            target=_child,
+            args=(sender, str(cwd), function, args),
+            daemon=False,
         )
         with _main_hidden():
             self._process.start()
