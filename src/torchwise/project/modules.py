@@ -106,14 +106,13 @@ class ClassIndex:
             project = [p for p in parents if p is not None and p.facts is not current.facts]
             if not project:
                 # Only external bases: nn.Module() and LightningModule() take no arguments;
-                # another torch layer's constructor does (nn.Linear(in, out)).
-                externals = [external_kind(b) for b in current.facts.bases]
+                # another base's constructor (nn.Linear(in, out), PreTrainedModel(config))
+                # takes arguments torchwise cannot know.
+                bare = ("Module", "LightningModule")
                 if attribute == "init_required" and all(
-                    b.split(".")[-1] in ("Module", "LightningModule") for b in current.facts.bases
+                    b.split(".")[-1] in bare for b in current.facts.bases
                 ):
                     return []
-                if attribute == "init_required" and any(externals):
-                    return None
                 return None
             current = project[0]
         return None

@@ -71,9 +71,7 @@ def _dotted(node: ast.expr) -> str | None:
         return ".".join(reversed(parts))
     if isinstance(node, ast.Subscript):  # Generic[T], nn.ModuleList[...]: the subscripted name
         return _dotted(node.value)
-    if isinstance(node, ast.Call):  # declarative_base(), six.with_metaclass(...)
-        return None
-    return None
+    return None  # a call (six.with_metaclass(...)), a literal: no name to resolve
 
 
 def _import_map(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, int]]:
