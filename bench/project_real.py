@@ -3,8 +3,9 @@
 The repositories are public ones fetched into ``/work/.mirror`` (bare git
 directories; never copied into this repository). Each is unpacked into a
 temporary directory and audited twice: static (``--no-import``) and full
-(models built in workers, inspected and doctored). Wall and CPU seconds
-(this process's children, workers included) are printed per run.
+(models built in workers, inspected and doctored). Static runs print wall and
+CPU seconds; full runs print wall seconds only (the workers are the
+forkserver's children, so their CPU time never reaches this process).
 
     python bench/project_real.py                       # the default list
     python bench/project_real.py karpathy+nanoGPT --max-models 4
@@ -96,7 +97,7 @@ def summary(name: str, static: dict, full: dict | None, times: list[float]) -> s
         models = full["models"]
         measured = sum(m["measure"] is not None for m in models)
         doctored = sum(m["doctor"] is not None for m in models)
-        line += f" {len(models)}/{measured}/{doctored} | {times[2]:.0f} ({times[3]:.0f}) |"
+        line += f" {len(models)}/{measured}/{doctored} | {times[2]:.0f} |"
     return line
 
 
@@ -110,7 +111,7 @@ def main() -> None:
     print(
         "| repository | .py files | modules (top-level) | buildable | commands "
         "| review errors/warnings | static s wall (CPU) | built/measured/doctored "
-        "| full s wall (CPU) |"
+        "| full s wall |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
