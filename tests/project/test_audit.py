@@ -69,6 +69,23 @@ PROJECT = {
                     os._exit(5)
                 return self.fc(x)
     """,
+    "evaldies.py": """
+        import os
+        import torch
+        import torch.nn as nn
+
+        class EvalDies(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                # Only an eval forward with gradients crashes: doctor's batch-independence,
+                # after grad-flow (train mode); input inference runs under no_grad.
+                if not self.training and torch.is_grad_enabled() and x.device.type != "meta":
+                    os._exit(6)
+                return self.fc(x)
+    """,
     "dies.py": """
         import os
         import torch.nn as nn
@@ -99,7 +116,7 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> Messy:
     for name, text in PROJECT.items():
         (root / name).write_text(textwrap.dedent(text).lstrip())
     # A limit no model here needs, however loaded the machine: none of them hangs.
-    options = AuditOptions(doctor="grad-flow", review=False, model_timeout=900)
+    options = AuditOptions(doctor="grad-flow,batch-independence", review=False, model_timeout=900)
     return root, audit_project(root, options)
 
 
@@ -136,7 +153,8 @@ def test_inputs_are_inferred_from_the_first_layer(messy: Messy) -> None:
     # 100*16 embedding + 16*100 + 100 head
     assert lm.measure is not None
     assert lm.measure.total_params == 100 * 16 + 16 * 100 + 100
-    assert lm.doctor is not None and [c.id for c in lm.doctor.checks] == ["grad-flow"]
+    assert lm.doctor is not None
+    assert [c.id for c in lm.doctor.checks] == ["grad-flow", "batch-independence"]
 
 
 def test_user_code_failures_are_recorded_and_the_audit_goes_on(messy: Messy) -> None:
@@ -154,12 +172,23 @@ def test_a_model_that_crashes_in_doctor_keeps_its_measures(messy: Messy) -> None
     assert crashed.doctor is None
 
 
+def test_doctor_checks_that_finished_before_a_crash_are_kept(messy: Messy) -> None:
+    _, report = messy
+    crashed = audits(report)["EvalDies"]
+    assert "died without a result (exit code 6)" in str(crashed.error)
+    assert crashed.doctor is not None
+    assert [(c.id, c.status) for c in crashed.doctor.checks] == [("grad-flow", "pass")]
+
+
 def test_a_hanging_model_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text(textwrap.dedent(HANG).lstrip())
     # The forward never returns, so the limit is reached whatever the machine's speed.
     report = audit_project(tmp_path, AuditOptions(doctor="off", review=False, model_timeout=10))
     (hang,) = report.models
-    assert hang.error == "building and checking Hang took longer than 10s and was stopped"
+    assert hang.error == (
+        "building and checking Hang took longer than 10s and was stopped"
+        " during inferring the input of Hang"
+    )
 
 
 def test_a_file_that_runs_code_at_import_is_not_imported(messy: Messy) -> None:

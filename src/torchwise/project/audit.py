@@ -212,7 +212,7 @@ def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelA
     except TorchwiseError as exc:
         message = str(exc).splitlines()[0]
         partial = getattr(exc, "partial", None)
-        if isinstance(partial, ModelAudit):  # inspect finished; doctor was stopped
+        if isinstance(partial, ModelAudit):  # what finished (inspect, some doctor checks) is kept
             partial.error = message
             partial.seconds = round(time.perf_counter() - started, 2)
             return partial

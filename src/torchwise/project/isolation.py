@@ -224,16 +224,19 @@ def run_isolated(
     job = Job(function, args, cwd)
     deadline = time.monotonic() + timeout
     partial: Any = None
+    doing = ""  # the job's last progress message: what it was doing when stopped
     try:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                during = f" during {doing}" if doing else ""
                 raise JobTimeout(
-                    f"{what} took longer than {timeout:g}s and was stopped",
+                    f"{what} took longer than {timeout:g}s and was stopped{during}",
                     hint="raise the time limit, or configure smaller inputs",
                 )
             for message in job.messages(min(remaining, 0.5)):
                 if message[0] == "progress":
+                    doing = message[3] or doing
                     if on_progress is not None:
                         on_progress(message[1], message[2], message[3])
                 elif message[0] == "partial":

@@ -135,7 +135,7 @@ def audit_model(task: ModelTask, progress: Reporter) -> ModelAudit:
     _partial(progress, audit, module, started)  # kept if doctor is then stopped
     if checks:
         try:
-            audit.doctor = _doctor(module.name, built, checks, progress)
+            _doctor(audit, module, built, checks, progress, started)
         except Exception as exc:
             audit.error = audit.error or _user_error(exc, f"doctor on {module.name}")
     return _done(audit, module, started)
@@ -150,23 +150,34 @@ def doctor_selection(wanted: Sequence[str] | None) -> list[str]:
     return [c for c in CHECK_IDS if not wanted or c in wanted]
 
 
-def _doctor(name: str, built: _Built, checks: list[str], progress: Reporter) -> DoctorSummary:
-    """Run the checks one at a time, so that progress can be reported between them."""
+def _doctor(
+    audit: ModelAudit,
+    module: ModuleClass,
+    built: _Built,
+    checks: list[str],
+    progress: Reporter,
+    started: float,
+) -> None:
+    """Run the checks one at a time into ``audit.doctor``, reporting progress between
+    them and sending each result as it comes, so that a large model stopped at its
+    time limit keeps the checks it finished."""
     from torchwise.doctor import check
 
-    parts = []
+    parts: list[DoctorSummary] = []
     steps = 3 + len(checks)
     for index, check_id in enumerate(checks):
-        progress(3 + index, steps, f"doctor {check_id} on {name}")
+        progress(3 + index, steps, f"doctor {check_id} on {module.name}")
         report = check(
             built.model,
             built.args,
             [check_id],
             kwargs=built.kwargs,
-            name=name,
+            name=module.name,
         )
         parts.append(evidence.doctor_summary(report))
-    return evidence.merge_doctor(parts)
+        audit.doctor = evidence.merge_doctor(parts)
+        if index + 1 < len(checks):
+            _partial(progress, audit, module, started)
 
 
 def command_for(module: ModuleClass, inputs: Sequence[str]) -> str:
