@@ -105,6 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("repos", nargs="*", default=DEFAULT)
     parser.add_argument("--max-models", default="4")
+    parser.add_argument("--model-timeout", default="300")
     parser.add_argument("--static-only", action="store_true")
     parser.add_argument("--out", type=Path, help="keep the JSON reports here")
     args = parser.parse_args()
@@ -120,7 +121,9 @@ def main() -> None:
             static, wall_s, cpu_s = audit(root, "--no-import")
             full, times = None, [wall_s, cpu_s]
             if not args.static_only:
-                full, wall_f, cpu_f = audit(root, "--max-models", args.max_models)
+                full, wall_f, cpu_f = audit(
+                    root, "--max-models", args.max_models, "--model-timeout", args.model_timeout
+                )
                 times += [wall_f, cpu_f]
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,7 @@ def test_explain_rule(server: Any) -> None:
     assert call(server, "explain_rule", {"code": "TW999"}).is_error
 
 
+@pytest.mark.slow
 def test_inspect_model_with_progress(server: Any) -> None:
     progress: Progress = []
     measure = ok(
@@ -117,6 +118,7 @@ def test_inspect_model_with_progress(server: Any) -> None:
     assert measure.outputs == [[2, 10]] and measure.total_params < 308_906
 
 
+@pytest.mark.slow
 def test_diagnose_model_reports_each_check(server: Any) -> None:
     progress: Progress = []
     arguments = {"target": "cifarnet", "checks": ["grad-flow", "nan-inf"]}
@@ -181,6 +183,7 @@ def test_a_symlink_out_of_the_workspace_is_refused(
         link.unlink()
 
 
+@pytest.mark.slow
 def test_document_model_writes_only_when_asked(server: Any, workspace: Path) -> None:
     model_file = workspace / "model.py"
     original = model_file.read_bytes()
@@ -220,6 +223,7 @@ def test_resources_and_prompts(server: Any) -> None:
     assert "**Critical issues**" in text and text.rstrip().endswith("review train.py")
 
 
+@pytest.mark.slow
 def test_a_hanging_model_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text(
         textwrap.dedent(

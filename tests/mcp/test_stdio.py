@@ -15,6 +15,7 @@ from mcp import Client, StdioServerParameters
 from torchwise.agents.roles import TOOLS
 
 
+@pytest.mark.slow
 def test_torchwise_mcp_serves_over_stdio(workspace: Path) -> None:
     # A model file that prints at import: its output must not corrupt the protocol.
     (workspace / "noisy.py").write_text(

@@ -140,6 +140,7 @@ def audits(report: ProjectReport) -> dict[str, ModelAudit]:
     return {m.name: m for m in report.models}
 
 
+@pytest.mark.slow
 def test_inputs_are_inferred_from_the_first_layer(messy: Messy) -> None:
     _, report = messy
     models = audits(report)
@@ -157,6 +158,7 @@ def test_inputs_are_inferred_from_the_first_layer(messy: Messy) -> None:
     assert [c.id for c in lm.doctor.checks] == ["grad-flow", "batch-independence"]
 
 
+@pytest.mark.slow
 def test_user_code_failures_are_recorded_and_the_audit_goes_on(messy: Messy) -> None:
     _, report = messy
     models = audits(report)
@@ -164,6 +166,7 @@ def test_user_code_failures_are_recorded_and_the_audit_goes_on(messy: Messy) -> 
     assert "died without a result (exit code 3)" in str(models["Dies"].error)
 
 
+@pytest.mark.slow
 def test_a_model_that_crashes_in_doctor_keeps_its_measures(messy: Messy) -> None:
     _, report = messy
     crashed = audits(report)["TrainDies"]
@@ -172,6 +175,7 @@ def test_a_model_that_crashes_in_doctor_keeps_its_measures(messy: Messy) -> None
     assert crashed.doctor is None
 
 
+@pytest.mark.slow
 def test_doctor_checks_that_finished_before_a_crash_are_kept(messy: Messy) -> None:
     _, report = messy
     crashed = audits(report)["EvalDies"]
@@ -180,17 +184,19 @@ def test_doctor_checks_that_finished_before_a_crash_are_kept(messy: Messy) -> No
     assert [(c.id, c.status) for c in crashed.doctor.checks] == [("grad-flow", "pass")]
 
 
+@pytest.mark.slow
 def test_a_hanging_model_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text(textwrap.dedent(HANG).lstrip())
     # The forward never returns, so the limit is reached whatever the machine's speed.
     report = audit_project(tmp_path, AuditOptions(doctor="off", review=False, model_timeout=10))
     (hang,) = report.models
-    assert hang.error == (
-        "building and checking Hang took longer than 10s and was stopped"
-        " during inferring the input of Hang"
+    # What it was doing when stopped depends on the machine's speed (building or inferring).
+    assert str(hang.error).startswith(
+        "building and checking Hang took longer than 10s and was stopped during "
     )
 
 
+@pytest.mark.slow
 def test_a_file_that_runs_code_at_import_is_not_imported(messy: Messy) -> None:
     root, report = messy
     assert "Scripted" not in audits(report)

@@ -64,11 +64,13 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Example:
     return root, report, before
 
 
+@pytest.mark.slow
 def test_the_audit_writes_nothing_into_the_project(example: Example) -> None:
     root, _, before = example
     assert snapshot(root) == before  # no __pycache__, no review cache, nothing touched
 
 
+@pytest.mark.slow
 def test_the_configured_model_is_measured_as_inspect_measures_it(example: Example) -> None:
     from torchwise.model import summarize
     from torchwise.target import resolve_target
@@ -88,6 +90,7 @@ def test_the_configured_model_is_measured_as_inspect_measures_it(example: Exampl
     assert audit.command == "torchwise inspect cifarnet"
 
 
+@pytest.mark.slow
 def test_doctor_runs_the_selected_checks(example: Example) -> None:
     _, report, _ = example
     audit = next(m for m in report.models if m.name == "CifarNet")
@@ -96,6 +99,7 @@ def test_doctor_runs_the_selected_checks(example: Example) -> None:
     assert audit.doctor.ok and all(c.status == "pass" for c in audit.doctor.checks)
 
 
+@pytest.mark.slow
 def test_review_and_notes(example: Example) -> None:
     from torchwise.review import ReviewSettings, review_paths
 
@@ -109,6 +113,7 @@ def test_review_and_notes(example: Example) -> None:
     assert set(report.timings) == {"knowledge", "review", "models"}
 
 
+@pytest.mark.slow
 def test_cli_json_is_the_report(example: Example) -> None:
     root, _, _ = example
     result = CliRunner().invoke(
@@ -137,9 +142,10 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(
     CHROMIUM is None,
-    reason="the HTML report is checked in Debian's headless chromium, which is not installed "
-    "(apt-get install -y chromium)",
+    reason="headless chromium is not installed, so the HTML report's rendering is not checked "
+    "here (CI images may lack it; apt-get install -y chromium to run this check)",
 )
+@pytest.mark.slow
 def test_the_html_report_renders_in_headless_chromium(example: Example, tmp_path: Path) -> None:
     _, report, _ = example
     page = tmp_path / "report.html"
