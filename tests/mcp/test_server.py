@@ -7,6 +7,7 @@ and a hanging model is stopped at the time limit.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import textwrap
 from collections.abc import Awaitable, Callable
@@ -157,6 +158,8 @@ def test_checkpoints(server: Any) -> None:
         ("inspect_model", {"target": "/usr/lib/python3/dist-packages/x.py:Net"}),
         ("diagnose_model", {"target": "torch.nn:Linear", "inputs": ["f32[2,4]"]}),
         ("document_model", {"target": "hf:bert-base-uncased", "write": True}),
+        ("write_tests", {"target": "cifarnet", "output": "../test_x.py", "write": True}),
+        ("write_tests", {"target": "../model.py:CifarNet"}),
     ],
 )
 def test_paths_outside_the_workspace_are_refused(
@@ -198,6 +201,47 @@ def test_document_model_writes_only_when_asked(server: Any, workspace: Path) -> 
     assert written.written and written.mode == "write"
     assert model_file.read_bytes() != original
     compile(model_file.read_text(), str(model_file), "exec")  # still valid Python
+
+
+#: The test generator ships on its own branch (`torchwise tests`); until it is merged the
+#: write_tests tool is listed and answers with one clear error.
+HAS_TESTGEN = importlib.util.find_spec("torchwise.testgen") is not None
+
+
+def test_write_tests_needs_an_output_to_write_or_check(server: Any) -> None:
+    for flag in ("write", "check"):
+        result = call(server, "write_tests", {"target": "cifarnet", flag: True})
+        assert result.is_error and "need output" in str(result.content)
+
+
+@pytest.mark.skipif(HAS_TESTGEN, reason="torchwise.testgen is installed")
+def test_write_tests_without_the_generator_says_what_is_missing(server: Any) -> None:
+    from torchwise.mcp.jobs import NO_TESTGEN
+
+    result = call(server, "write_tests", {"target": "cifarnet"})
+    assert result.is_error and NO_TESTGEN in str(result.content)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TESTGEN, reason="torchwise.testgen (torchwise tests) is not merged")
+def test_write_tests_generates_without_writing(server: Any, workspace: Path) -> None:
+    before = {p for p in workspace.rglob("*") if p.is_file()}
+    fast = {"target": "cifarnet", "checks": ["grad-flow"]}  # one doctor check keeps it quick
+    generated = ok(call(server, "write_tests", fast), schema.TestsResult)
+    assert generated.status == "generated" and generated.tests
+    compile(generated.text, generated.path, "exec")
+    assert {p for p in workspace.rglob("*") if p.is_file()} == before
+    # Writing never replaces a file unless forced (refused before anything is generated).
+    existing = workspace / "tests" / "test_mine.py"
+    existing.parent.mkdir(exist_ok=True)
+    existing.write_text("# the user's own tests\n")
+    try:
+        arguments = {**fast, "output": "tests/test_mine.py", "write": True}
+        refused = call(server, "write_tests", arguments)
+        assert refused.is_error and "exists" in str(refused.content)
+        assert existing.read_text() == "# the user's own tests\n"
+    finally:
+        existing.unlink()
 
 
 def test_resources_and_prompts(server: Any) -> None:

@@ -21,6 +21,7 @@ TOOLS = (
     "diagnose_model",
     "scan_checkpoint",
     "inspect_checkpoint",
+    "write_tests",
 )
 
 COMMON_RULES = """\
@@ -258,6 +259,7 @@ Then the changes as diffs. Report only measured speed-ups; name the trade-offs
         ),
         tools=(
             "project_knowledge",
+            "write_tests",
             "inspect_model",
             "diagnose_model",
             "review",
@@ -276,6 +278,10 @@ regression test; a model without tests.
 ## Evidence: which tool answers what
 - `project_knowledge`: the test directories, the test command, and how each model
   is built (configured targets, factories, required arguments).
+- `write_tests`: a generated pytest module for a model (shape contract with
+  symbolic dims, the doctor checks that pass today, state_dict round trip, eval
+  determinism, dtype/device moves), every test already run once; start from it,
+  then add the tests specific to the change.
 - `inspect_model`: the exact output shapes and dtypes to assert, and the parameter count.
 - `diagnose_model`: which health checks apply to this model and pass today; in a
   test, call `torchwise.doctor.assert_healthy(model, inputs, checks=[...])` with those.

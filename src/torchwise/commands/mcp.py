@@ -21,7 +21,8 @@ def mcp(root: Path, time_limit: float) -> None:
 
     \b
     Tools: project_knowledge, review, explain_rule, fix_preview, inspect_model,
-    document_model, diagnose_model, scan_checkpoint, inspect_checkpoint.
+    document_model, diagnose_model, scan_checkpoint, inspect_checkpoint,
+    write_tests (with `torchwise tests`).
     Resources: torchwise://rules, torchwise://rules/{code},
     torchwise://project/knowledge(.md). Prompts: one per agent role.
     `torchwise agents install` writes the host's configuration for you.

@@ -23,9 +23,12 @@ from torchwise.project.schema import (
     DocResult,
     DoctorSummary,
     FixPreview,
+    GeneratedTest,
     ModelMeasure,
     ProjectKnowledge,
     ReviewSummary,
+    TestsCheck,
+    TestsResult,
 )
 
 Progress = Callable[[float, "float | None", str], None]
@@ -222,3 +225,70 @@ def project_knowledge(root: Path, progress: Progress) -> ProjectKnowledge:
 
     progress(0, 1, "reading the project")
     return gather_knowledge(root)
+
+
+#: What an install without the test generator says when ``write_tests`` is called.
+NO_TESTGEN = (
+    "write_tests needs torchwise's test generator (torchwise.testgen, the `torchwise tests` "
+    "command), which this torchwise install does not include"
+)
+
+
+def write_tests(
+    root: Path,
+    target: str,
+    inputs: list[str],
+    init_kwargs: dict[str, Any] | None,
+    config: Path | None,
+    checks: list[str] | None,
+    output: Path | None,
+    mode: str,
+    force: bool,
+    progress: Progress,
+) -> TestsResult:
+    """``torchwise tests``: generate (``mode="generate"``), compare with the file at
+    ``output`` (``"check"``) or write it there (``"write"``; ``output`` is a
+    workspace path, checked by the server)."""
+    try:
+        # Imported here: the generator ships with `torchwise tests`; without it the
+        # other tools work and this one says what is missing.
+        from torchwise.testgen import write_tests as generate_tests
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("torchwise.testgen"):
+            raise
+        raise TorchwiseError(NO_TESTGEN) from None
+    from torchwise.project.isolation import import_from
+
+    import_from(root)
+    progress(0, 1, f"generating and running tests for {target}")
+    result = generate_tests(
+        target,
+        inputs=inputs,
+        init_kwargs=init_kwargs,
+        config_start=config,
+        output=output,
+        force=force,
+        check=mode == "check",
+        checks=checks,
+    )
+    path = result.path.resolve()
+    return TestsResult(
+        target=result.target,
+        path=str(path.relative_to(root)) if _inside(path, root) else str(path),
+        status=result.status,
+        command=result.command,
+        text=result.text,
+        tests=[_generated_test(test) for test in result.tests],
+        left_out=[_generated_test(test) for test in result.left_out],
+        checks=[
+            TestsCheck(id=c.id, included=c.included, reason=c.reason, status=c.status)
+            for c in result.checks
+        ],
+        notes=list(result.notes),
+        warnings=list(result.warnings),
+        diff=result.diff,
+    )
+
+
+def _generated_test(test: Any) -> GeneratedTest:
+    return GeneratedTest(name=test.name, what=test.what, why=test.why)

@@ -10,7 +10,8 @@ Safety, because a language model chooses the arguments:
 - every path and model target is confined to the workspace root given at start
   (:mod:`torchwise.mcp.workspace`); symbolic links are resolved first;
 - nothing is written unless a tool's explicit argument says so (only
-  ``document_model`` with ``write=true`` writes, and only a workspace file);
+  ``document_model`` and ``write_tests`` with ``write=true`` write, and only a
+  workspace file);
 - every call runs in a worker process with a time limit and is killed at the
   limit, so a hanging forward or a crashing extension cannot take the server
   down; long tools report progress between steps.
@@ -44,6 +45,7 @@ from torchwise.project.schema import (
     ProjectKnowledge,
     ReviewSummary,
     RuleDoc,
+    TestsResult,
 )
 
 DEFAULT_TIME_LIMIT = 300.0
@@ -113,6 +115,13 @@ class _Server:
     def paths(self, values: list[str]) -> list[Path]:
         try:
             return [self.workspace.path(value) for value in values or ["."]]
+        except TorchwiseError as exc:
+            raise ToolError(str(exc)) from None
+
+    def new_path(self, value: str) -> Path:
+        """A workspace path that need not exist yet (a file a tool may write)."""
+        try:
+            return self.workspace.path(value, must_exist=False)
         except TorchwiseError as exc:
             raise ToolError(str(exc)) from None
 
@@ -279,6 +288,47 @@ def _register_tools(server: MCPServer, state: _Server) -> None:
         result: DocResult = await state.run(
             ctx, jobs.document_model, root, model, inputs, init_kwargs, config,
             "write" if write else mode, what=f"documenting {target}",
+        )  # fmt: skip
+        return result
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, open_world_hint=False
+        )
+    )
+    async def write_tests(
+        ctx: Context,
+        target: Target,
+        inputs: Inputs = [],  # noqa: B006
+        init_kwargs: InitKwargs = None,
+        checks: Annotated[
+            list[str] | None, Field(description="doctor check ids to consider; default: all")
+        ] = None,
+        output: Annotated[
+            str | None,
+            Field(description="the test file's workspace path, for write or check"),
+        ] = None,
+        check: Annotated[
+            bool, Field(description="compare the file at output with a fresh generation")
+        ] = False,
+        write: Annotated[bool, Field(description="write the module to output")] = False,
+        force: Annotated[bool, Field(description="with write: replace an existing file")] = False,
+    ) -> TestsResult:
+        """A pytest module for a model, as `torchwise tests` writes it: the shape contract
+        with symbolic dims, the doctor checks that apply, a state_dict round trip, eval
+        determinism, dtype/device moves; each test is run once before it is kept, and
+        each left out says why. Returns the text; writes only with write=true, to output
+        (a workspace path), never over an existing file unless force=true."""
+        if (write or check) and not output:
+            raise ToolError("write and check need output: a workspace path like tests/test_net.py")
+        if write and check:
+            raise ToolError("write and check exclude each other: choose one")
+        model, config = state.model(target)
+        destination = state.new_path(output) if output and (write or check) else None
+        result: TestsResult = await state.run(
+            ctx, jobs.write_tests, root, model, inputs, init_kwargs, config, checks, destination,
+            "write" if write else "check" if check else "generate", force,
+            what=f"writing tests for {target}",
         )  # fmt: skip
         return result
 

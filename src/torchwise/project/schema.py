@@ -313,6 +313,42 @@ class DocResult(BaseModel):
     messages: list[str] = Field(default_factory=list)
 
 
+class GeneratedTest(BaseModel):
+    """One test of a generated module (or one left out of it), and the evidence why."""
+
+    name: str
+    what: str = Field(description="what it proves")
+    why: str = Field(description="passed when generated, or why it was left out")
+
+
+class TestsCheck(BaseModel):
+    """One doctor check considered for a generated module: in it or not, and why."""
+
+    id: str
+    included: bool
+    reason: str
+    status: str | None = Field(default=None, description="doctor's verdict when generated")
+
+
+class TestsResult(BaseModel):
+    """``torchwise tests``: a pytest module for a model, every test run once before it
+    is kept."""
+
+    __test__ = False  # a result, not a pytest class
+
+    target: str
+    path: str = Field(description="where the module lives (workspace-relative when inside)")
+    status: str = Field(description="generated, written, or for check: fresh, stale, missing")
+    command: str = Field(description="the torchwise tests command that regenerates it")
+    text: str = Field(description="the module's source")
+    tests: list[GeneratedTest] = Field(default_factory=list)
+    left_out: list[GeneratedTest] = Field(default_factory=list)
+    checks: list[TestsCheck] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    diff: str = Field(default="", description="check: how the file on disk differs")
+
+
 class TensorRow(BaseModel):
     key: str
     dtype: str
