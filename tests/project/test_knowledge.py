@@ -257,6 +257,32 @@ def test_parts_of_other_modules_are_components_but_a_lightning_wrapper_keeps_its
     assert modules["Net"].top_level and modules["Tiny"].top_level
 
 
+def test_a_block_type_a_factory_passes_to_its_model_is_a_component(tmp_path: Path) -> None:
+    # The pytorch-cifar pattern: ResNet18() returns ResNet(BasicBlock, [2, 2, 2, 2]).
+    write(
+        tmp_path,
+        {
+            "resnet.py": """
+                import torch.nn as nn
+                class BasicBlock(nn.Module):
+                    def __init__(self, in_planes, planes):
+                        super().__init__()
+                class ResNet(nn.Module):
+                    def __init__(self, block, num_blocks):
+                        super().__init__()
+                        self.layer = block(3, 8)
+                def ResNet18():
+                    return ResNet(BasicBlock, [2, 2, 2, 2])
+                def helper(x):
+                    return print(x)
+            """
+        },
+    )
+    modules = by_name(know(tmp_path))
+    assert not modules["BasicBlock"].top_level
+    assert modules["ResNet"].top_level and modules["ResNet"].build.how == "factory"
+
+
 def test_a_factory_is_used_when_the_constructor_needs_arguments(tmp_path: Path) -> None:
     write(
         tmp_path,

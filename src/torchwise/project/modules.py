@@ -218,6 +218,7 @@ def find_modules(
     files: Iterable[FileFacts], models: Mapping[str, Mapping[str, Any]] | None = None
 ) -> list[ModuleClass]:
     """Every module class of the project, in path and line order, with its build plan."""
+    files = list(files)
     index = ClassIndex(files)
     models = models or {}
     found: list[tuple[_Located, str]] = []
@@ -232,6 +233,12 @@ def find_modules(
     for located, kind in found:
         if kind != "lightning":
             used |= located.facts.references
+    # So is a class a factory passes to the model it returns (a block type).
+    names = {located.facts.name for located, _ in found}
+    for facts in files:
+        for function in facts.functions:
+            if function.returns & names:
+                used |= function.passes & names
     modules = [
         ModuleClass(
             name=located.facts.name,

@@ -47,6 +47,9 @@ class FunctionFacts:
     line: int
     required: list[str]
     returns: set[str]  # names of the classes it calls in its return statements
+    #: names passed to the calls it returns: ``PreActResNet(PreActBlock, [2, 2])``
+    #: makes PreActBlock a part of the model the factory builds
+    passes: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -182,7 +185,12 @@ def _kwonly(function: ast.FunctionDef) -> set[str]:
 def _function_facts(node: ast.FunctionDef, nodes: list[ast.AST]) -> FunctionFacts:
     returns: set[str] = set()
     assigned: dict[str, str] = {}
+    passes: set[str] = set()
     for child in nodes:
+        if isinstance(child, ast.Call):
+            for argument in [*child.args, *(k.value for k in child.keywords)]:
+                if isinstance(argument, ast.Name):
+                    passes.add(argument.id)
         if isinstance(child, ast.Assign) and isinstance(child.value, ast.Call):
             callee = _dotted(child.value.func)
             for target in child.targets:
@@ -196,7 +204,9 @@ def _function_facts(node: ast.FunctionDef, nodes: list[ast.AST]) -> FunctionFact
                 returns.add(callee.split(".")[-1])
             elif isinstance(value, ast.Name) and value.id in assigned:
                 returns.add(assigned[value.id])
-    return FunctionFacts(node.name, node.lineno, _required(node.args, skip_first=False), returns)
+    return FunctionFacts(
+        node.name, node.lineno, _required(node.args, skip_first=False), returns, passes - returns
+    )
 
 
 def _is_main_guard(node: ast.If) -> bool:
