@@ -164,6 +164,38 @@ def test_commands_from_makefile_readme_ci_scripts_and_pyproject(tmp_path: Path) 
     assert not any("ruff" in c or "pip install" in c for _, c in commands)
 
 
+def test_readme_commands_take_their_purpose_from_the_comment_above_or_inline_code(
+    tmp_path: Path,
+) -> None:
+    # The pytorch-cifar and Pytorch-UNet READMEs.
+    write(
+        tmp_path,
+        {
+            "README.md": """
+                ```
+                # Start training with:
+                python main.py
+
+                python main.py --resume --lr=0.01
+                ```
+                Predict with `python predict.py -i image.jpg -o output.jpg` on one image.
+                ```bash
+                python super_resolve.py --input_image dataset/images/test/1.jpg
+                python run.py --split test
+                ```
+            """,
+        },
+    )
+    commands = {(c.purpose, c.command): c.source for c in know(tmp_path).commands}
+    assert commands[("train", "python main.py")] == "README.md:3"
+    # a blank line ends what the comment speaks for
+    assert not any(c == "python main.py --resume --lr=0.01" for _, c in commands)
+    assert commands[("evaluate", "python predict.py -i image.jpg -o output.jpg")] == "README.md:7"
+    # a data directory called test is not a test run; a --split test argument is
+    assert not any("super_resolve" in c for _, c in commands)
+    assert ("test", "python run.py --split test") in commands
+
+
 # -- modules and how to build them ---------------------------------------------------------
 
 

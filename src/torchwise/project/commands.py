@@ -21,7 +21,13 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 #: Purpose -> words that mark it, checked in this order (a "test" of an export is a test).
 _PURPOSES: tuple[tuple[Purpose, re.Pattern[str]], ...] = (
-    ("test", re.compile(r"\b(pytest|unittest|tox|nox|tests?)\b|(^|[\s/_])test_\w*\.py")),
+    # "test" as a word, not as a directory of data ("images/test/16077.jpg" is an input).
+    (
+        "test",
+        re.compile(
+            r"\b(pytest|unittest|tox|nox)\b|(^|\s)tests?(\s|/|$)|(^|[\s/_])tests?(_\w*)?\.py"
+        ),
+    ),
     (
         "profile",
         re.compile(r"\b(profile|profiler|profiling|bench|benchmark\w*|torch\.utils\.bottleneck)\b"),
@@ -62,10 +68,13 @@ def purpose_of(text: str) -> Purpose | None:
     return None
 
 
-def _shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Join backslash continuations and drop prompts; keep the first line's number."""
-    joined: list[tuple[int, str]] = []
+def _shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
+    """Join backslash continuations and drop prompts; keep the first line's number and
+    the comment right above the command (``# Start training with:`` says what a bare
+    ``python main.py`` is for)."""
+    joined: list[tuple[int, str, str]] = []
     pending: tuple[int, str] | None = None
+    comment = ""
     for number, raw in lines:
         line = raw.strip()
         for prompt in ("$ ", "> ", "% ", "!"):
@@ -78,10 +87,15 @@ def _shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
         if line.endswith("\\"):
             pending = (number, line[:-1].strip())
             continue
-        if line and not line.startswith("#"):
-            joined.append((number, " ".join(line.split())))
+        if line.startswith("#"):
+            comment = line
+        elif line:
+            joined.append((number, " ".join(line.split()), comment))
+            comment = ""
+        else:
+            comment = ""  # a blank line ends what a comment speaks for
     if pending is not None:
-        joined.append(pending)
+        joined.append((*pending, comment))
     return joined
 
 
@@ -89,11 +103,11 @@ _COMMENT = re.compile(r"\s+#.*$")
 _HELP = re.compile(r"\s(-h|--help)$")
 
 
-def _add(found: list[ProjectCommand], command: str, source: str) -> None:
+def _add(found: list[ProjectCommand], command: str, source: str, context: str = "") -> None:
     command = _COMMENT.sub("", command).strip()
     if not _RUNNERS.match(command) or _HELP.search(command):
         return
-    purpose = purpose_of(command)
+    purpose = purpose_of(command) or (purpose_of(context) if context else None)
     if purpose is None or len(command) > 300:
         return
     if any(c.command == command and c.purpose == purpose for c in found):
@@ -148,6 +162,8 @@ def from_pyproject_scripts(path: Path, relative: str) -> list[ProjectCommand]:
     return found
 
 
+#: An inline code span that runs a script: `python predict.py -i image.jpg`.
+_INLINE_RUN = re.compile(r"`((?:python[0-9.]*|torchrun) [^`]*?\.py\b[^`]*)`")
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
 _SHELL_LANGS = {"", "bash", "sh", "shell", "console", "zsh", "shell-session", "text", "cmd"}
 
@@ -164,13 +180,16 @@ def from_markdown(path: Path, relative: str) -> list[ProjectCommand]:
             in_block, shell, block = True, fence.group(2).lower() in _SHELL_LANGS, []
         elif fence:
             if shell:
-                for at, command in _shell_lines(block):
-                    _add(found, command, f"{relative}:{at}")
+                for at, command, comment in _shell_lines(block):
+                    _add(found, command, f"{relative}:{at}", comment)
             in_block = False
         elif in_block:
             block.append((number, line))
         elif line.startswith("    ") and line.strip().startswith(("python ", "torchrun ")):
             _add(found, " ".join(line.split()), f"{relative}:{number}")
+        else:
+            for span in _INLINE_RUN.findall(line):
+                _add(found, " ".join(span.split()), f"{relative}:{number}")
     return found
 
 
@@ -188,7 +207,7 @@ def from_ci(path: Path, relative: str) -> list[ProjectCommand]:
             continue
         indent, value = len(match.group(1)), match.group(3).strip()
         if value and value[0] not in "|>":
-            for at, command in _shell_lines([(index, value.strip("'\""))]):
+            for at, command, _ in _shell_lines([(index, value.strip("'\""))]):
                 _add(found, command, f"{relative}:{at}")
             continue
         block: list[tuple[int, str]] = []
@@ -198,7 +217,7 @@ def from_ci(path: Path, relative: str) -> list[ProjectCommand]:
             text_line = lines[index].strip()
             block.append((index + 1, text_line[2:] if text_line.startswith("- ") else text_line))
             index += 1
-        for at, command in _shell_lines(block):
+        for at, command, _ in _shell_lines(block):
             _add(found, command, f"{relative}:{at}")
     return found
 
