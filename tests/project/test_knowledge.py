@@ -315,6 +315,59 @@ def test_a_block_type_a_factory_passes_to_its_model_is_a_component(tmp_path: Pat
     assert modules["ResNet"].top_level and modules["ResNet"].build.how == "factory"
 
 
+def test_a_same_named_class_elsewhere_does_not_make_a_model_a_component(tmp_path: Path) -> None:
+    # pytorch/examples: mnist/main.py's Net and FSDP2's Transformer are models; another
+    # example's ParameterServer uses its own Net, and a translator uses nn.Transformer.
+    write(
+        tmp_path,
+        {
+            "mnist/main.py": """
+                import torch.nn as nn
+                class Net(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+            """,
+            "fsdp/model.py": """
+                import torch.nn as nn
+                class Transformer(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+            """,
+            "rpc/server.py": """
+                import torch.nn as nn
+                class Net(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                class ParameterServer(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.model = Net()
+            """,
+            "translation/model.py": """
+                import torch.nn as nn
+                from fsdp.model import Transformer as Shared
+                class Translator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.transformer = nn.Transformer()
+            """,
+            "uses.py": """
+                import torch.nn as nn
+                from rpc import server
+                class Wrapper(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.inner = server.ParameterServer()
+            """,
+        },
+    )
+    top = {(m.path, m.name): m.top_level for m in know(tmp_path).modules}
+    assert top[("mnist/main.py", "Net")] and top[("fsdp/model.py", "Transformer")]
+    assert not top[("rpc/server.py", "Net")]
+    assert not top[("rpc/server.py", "ParameterServer")]  # through `server.`, a project module
+    assert top[("translation/model.py", "Translator")]
+
+
 def test_a_factory_is_used_when_the_constructor_needs_arguments(tmp_path: Path) -> None:
     write(
         tmp_path,

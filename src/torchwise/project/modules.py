@@ -58,6 +58,10 @@ class ClassIndex:
             for cls in file.classes:
                 self.by_name.setdefault(cls.name, []).append(_Located(cls, file.path))
         self._kinds: dict[tuple[str, str], str | None] = {}
+        #: Every directory and module name of the project: the heads of its own imports.
+        self.project_names = {
+            part.removesuffix(".py") for path in self.files for part in path.split("/")
+        }
 
     def lookup(self, base: str, near: str) -> _Located | None:
         """The project class a base name refers to (same file first, then by module path)."""
@@ -228,17 +232,17 @@ def find_modules(
             if kind is not None:
                 found.append((located, kind))
     # A class used inside another module class is a part of it (a block, a layer), unless
-    # the user is a LightningModule: that wraps the model, which stays the model.
-    used: set[str] = set()
+    # the user is a LightningModule: that wraps the model, which stays the model. So is a
+    # class a factory passes to the model it returns (a block type).
+    names = {located.facts.name for located, _ in found}
+    used: set[tuple[str, str]] = set()
     for located, kind in found:
         if kind != "lightning":
-            used |= located.facts.references
-    # So is a class a factory passes to the model it returns (a block type).
-    names = {located.facts.name for located, _ in found}
+            used |= _referenced(index, located.path, located.facts.references, names)
     for facts in files:
         for function in facts.functions:
             if function.returns & names:
-                used |= function.passes & names
+                used |= _referenced(index, facts.path, function.passes, names)
     modules = [
         ModuleClass(
             name=located.facts.name,
@@ -246,10 +250,36 @@ def find_modules(
             line=located.facts.line,
             bases=located.facts.bases,
             kind=kind,  # type: ignore[arg-type]
-            top_level=located.facts.name not in used,
+            top_level=(located.path, located.facts.name) not in used,
             forward_inputs=index.inherited(located, "forward_required"),
             build=build_plan(index, located, models),
         )
         for located, kind in found
     ]
     return sorted(modules, key=lambda m: (m.path, m.line))
+
+
+def _referenced(
+    index: ClassIndex, path: str, references: set[str], names: set[str]
+) -> set[tuple[str, str]]:
+    """The project's module classes (path, name) that ``references`` (resolved names used
+    in ``path``) can mean: a bare name is a class of the same file or one the file
+    imports; a dotted name must start with a package or module of the project, so
+    ``torch.nn.Transformer`` never means the project's own ``Transformer``."""
+    file = index.files.get(path)
+    imported = file.imported if file is not None else set()
+    project = index.project_names
+    found: set[tuple[str, str]] = set()
+    for reference in references:
+        head, _, _ = reference.partition(".")
+        name = reference.rpartition(".")[2]
+        if name not in names:
+            continue
+        for located in index.by_name.get(name, []):
+            same_file = located.path == path
+            if "." not in reference:
+                if same_file or name in imported:
+                    found.add((located.path, name))
+            elif head in project:
+                found.add((located.path, name))
+    return found

@@ -38,7 +38,7 @@ class ClassFacts:
     forward_required: int | None  # required positional inputs of its own forward
     is_dataclass: bool
     all_defaults: bool  # constructible without arguments (dataclass fields or __init__)
-    references: set[str]  # names and attributes used in its body
+    references: set[str]  # names and dotted names used in its body, resolved by imports
 
 
 @dataclass
@@ -59,6 +59,7 @@ class FileFacts:
     imports: dict[str, int] = field(default_factory=dict)  # top-level package -> first line
     classes: list[ClassFacts] = field(default_factory=list)
     functions: list[FunctionFacts] = field(default_factory=list)
+    imported: set[str] = field(default_factory=set)  # the names its imports bind
     import_risk: str | None = None  # why importing it would run more than definitions
     trains: bool = False
     parse_error: str | None = None
@@ -165,12 +166,14 @@ def _class_facts(node: ast.ClassDef, aliases: dict[str, str], nodes: list[ast.AS
         all_defaults = not init_required
     else:
         all_defaults = fields_default if is_dataclass else True
+    # Resolved through the file's imports: `nn.Transformer` is torch.nn.Transformer, not
+    # the project's own Transformer class in another file.
     references = set()
     for child in nodes:
         if isinstance(child, ast.Name):
-            references.add(child.id)
-        elif isinstance(child, ast.Attribute):
-            references.add(child.attr)
+            references.add(resolve(child.id, aliases))
+        elif isinstance(child, ast.Attribute) and (dotted := _dotted(child)):
+            references.add(resolve(dotted, aliases))
     references.discard(node.name)
     return ClassFacts(
         node.name, node.lineno, bases, init_required, annotations, forward_required,
@@ -182,7 +185,9 @@ def _kwonly(function: ast.FunctionDef) -> set[str]:
     return {a.arg for a in function.args.kwonlyargs}
 
 
-def _function_facts(node: ast.FunctionDef, nodes: list[ast.AST]) -> FunctionFacts:
+def _function_facts(
+    node: ast.FunctionDef, nodes: list[ast.AST], aliases: dict[str, str]
+) -> FunctionFacts:
     returns: set[str] = set()
     assigned: dict[str, str] = {}
     passes: set[str] = set()
@@ -190,7 +195,7 @@ def _function_facts(node: ast.FunctionDef, nodes: list[ast.AST]) -> FunctionFact
         if isinstance(child, ast.Call):
             for argument in [*child.args, *(k.value for k in child.keywords)]:
                 if isinstance(argument, ast.Name):
-                    passes.add(argument.id)
+                    passes.add(resolve(argument.id, aliases))
         if isinstance(child, ast.Assign) and isinstance(child.value, ast.Call):
             callee = _dotted(child.value.func)
             for target in child.targets:
@@ -287,11 +292,12 @@ def analyse(source: str, path: str) -> FileFacts:
     per_statement = [(statement, list(ast.walk(statement))) for statement in tree.body]
     every = [node for _, nodes in per_statement for node in nodes]
     aliases, facts.imports = _import_map(every)
+    facts.imported = set(aliases)
     for statement, nodes in per_statement:
         if isinstance(statement, ast.ClassDef):
             facts.classes.append(_class_facts(statement, aliases, nodes))
         elif isinstance(statement, ast.FunctionDef):
-            facts.functions.append(_function_facts(statement, nodes))
+            facts.functions.append(_function_facts(statement, nodes, aliases))
     facts.import_risk = _risk(tree.body)
     facts.trains = _trains(every)
     return facts
