@@ -351,6 +351,20 @@ def test_a_same_named_class_elsewhere_does_not_make_a_model_a_component(tmp_path
                         super().__init__()
                         self.transformer = nn.Transformer()
             """,
+            "unet/parts.py": """
+                import torch.nn as nn
+                class Down(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+            """,
+            "unet/model.py": """
+                import torch.nn as nn
+                from .parts import *
+                class UNet(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.down = Down()
+            """,
             "uses.py": """
                 import torch.nn as nn
                 from rpc import server
@@ -366,6 +380,7 @@ def test_a_same_named_class_elsewhere_does_not_make_a_model_a_component(tmp_path
     assert not top[("rpc/server.py", "Net")]
     assert not top[("rpc/server.py", "ParameterServer")]  # through `server.`, a project module
     assert top[("translation/model.py", "Translator")]
+    assert not top[("unet/parts.py", "Down")]  # Pytorch-UNet's `from .unet_parts import *`
 
 
 def test_a_factory_is_used_when_the_constructor_needs_arguments(tmp_path: Path) -> None:

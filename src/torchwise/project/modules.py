@@ -264,7 +264,7 @@ def _referenced(
 ) -> set[tuple[str, str]]:
     """The project's module classes (path, name) that ``references`` (resolved names used
     in ``path``) can mean: a bare name is a class of the same file or one the file
-    imports; a dotted name must start with a package or module of the project, so
+    imports (by name or ``*``); a dotted name must start with a package or module of the project, so
     ``torch.nn.Transformer`` never means the project's own ``Transformer``."""
     file = index.files.get(path)
     imported = file.imported if file is not None else set()
@@ -278,7 +278,7 @@ def _referenced(
         for located in index.by_name.get(name, []):
             same_file = located.path == path
             if "." not in reference:
-                if same_file or name in imported:
+                if same_file or name in imported or "*" in imported:
                     found.add((located.path, name))
             elif head in project:
                 found.add((located.path, name))
