@@ -182,6 +182,7 @@ def test_readme_commands_take_their_purpose_from_the_comment_above_or_inline_cod
                 ```bash
                 python super_resolve.py --input_image dataset/images/test/1.jpg
                 python run.py --split test
+                python main.py --epochs 6 --tied    # Train a tied LSTM on Wikitext-2.
                 ```
             """,
         },
@@ -194,6 +195,7 @@ def test_readme_commands_take_their_purpose_from_the_comment_above_or_inline_cod
     # a data directory called test is not a test run; a --split test argument is
     assert not any("super_resolve" in c for _, c in commands)
     assert ("test", "python run.py --split test") in commands
+    assert ("train", "python main.py --epochs 6 --tied") in commands  # its own comment
 
 
 # -- modules and how to build them ---------------------------------------------------------

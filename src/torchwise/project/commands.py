@@ -104,6 +104,11 @@ _HELP = re.compile(r"\s(-h|--help)$")
 
 
 def _add(found: list[ProjectCommand], command: str, source: str, context: str = "") -> None:
+    # A comment on the command's own line speaks for it first (`python main.py --tied
+    # # Train a tied LSTM`), then the one right above it.
+    trailing = _COMMENT.search(command)
+    if trailing is not None:
+        context = f"{trailing.group(0)} {context}"
     command = _COMMENT.sub("", command).strip()
     if not _RUNNERS.match(command) or _HELP.search(command):
         return
