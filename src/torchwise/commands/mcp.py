@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from torchwise.commands._common import output_options
+from torchwise.console import Console
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
@@ -16,7 +19,8 @@ import click
     "--time-limit", type=click.FloatRange(min=1), default=300.0, show_default=True,
     help="Seconds one tool call may run before its worker is stopped.",
 )  # fmt: skip
-def mcp(root: Path, time_limit: float) -> None:
+@output_options(report=False)  # stdout is the protocol: no -o; -q/-v shape stderr
+def mcp(root: Path, time_limit: float, console: Console) -> None:
     """Run the torchwise MCP server on stdin/stdout (an agent host starts it).
 
     \b
@@ -32,4 +36,8 @@ def mcp(root: Path, time_limit: float) -> None:
     require("mcp", purpose="torchwise mcp")
     from torchwise.mcp.server import build_server
 
-    build_server(root, time_limit=time_limit).run("stdio")
+    server = build_server(
+        root, time_limit=time_limit, log_level="INFO" if console.verbose else "WARNING"
+    )
+    console.note(f"torchwise mcp: serving {root.resolve()} over stdio (Ctrl-C stops it)")
+    server.run("stdio")

@@ -133,8 +133,14 @@ class _Server:
         return resolved.target, resolved.config_start
 
 
-def build_server(root: str | Path = ".", *, time_limit: float = DEFAULT_TIME_LIMIT) -> MCPServer:
-    """The MCP server for the workspace at ``root``; ``time_limit`` seconds per tool call."""
+def build_server(
+    root: str | Path = ".",
+    *,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+) -> MCPServer:
+    """The MCP server for the workspace at ``root``; ``time_limit`` seconds per tool call;
+    the SDK's own log records (on stderr) from ``log_level`` up."""
     workspace = Workspace.at(root)
     state = _Server(workspace, time_limit)
     server = MCPServer(
@@ -142,7 +148,7 @@ def build_server(root: str | Path = ".", *, time_limit: float = DEFAULT_TIME_LIM
         title="torchwise: PyTorch expert tools",
         instructions=INSTRUCTIONS,
         version=__version__,
-        log_level="WARNING",
+        log_level=log_level,
     )
     _register_tools(server, state)
     _register_resources(server, state)
