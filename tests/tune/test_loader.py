@@ -14,7 +14,7 @@ from torchwise.tune.loader import (
     split_batch,
     worker_candidates,
 )
-from torchwise.tune.loader_scan import _best, scan_loader
+from torchwise.tune.loader_scan import _best, batches_per_sample, scan_loader
 from torchwise.tune.session import ArmResult, SessionConfig, SessionResult
 from torchwise.tune.stats import Comparison, Verdict
 
@@ -126,3 +126,16 @@ def test_a_significantly_faster_loader_setting_beats_a_promising_one() -> None:
 def test_no_loader_setting_is_passed_on_without_a_large_estimated_gain() -> None:
     session = _scan_session({ONE: (0.9, Verdict.SAME), TWO: (1.3, Verdict.SLOWER)})
     assert _best(session, [ONE, TWO], LoaderSettings()) == LoaderSettings()
+
+
+def test_a_loader_sample_times_several_batches_per_worker() -> None:
+    # However slow a batch, one batch after the untimed drain times the burst of
+    # workers restarting in phase, not their rate: with 2 workers a sample must
+    # hold at least 4 batches (a target sample this short calibrates to 1).
+    source = load_loader(f"{DATA}:make_loader")
+    config = SessionConfig(min_rounds=2, max_rounds=2, warmup_steps=1, target_sample_s=1e-9)
+    scan = scan_loader(source, torch.device("cpu"), config, cores=1)
+    first = scan.sessions[0]
+    assert first.baseline.steps_per_sample == 4
+    assert {a.steps_per_sample for a in first.arms.values()} == {4}
+    assert batches_per_sample(LoaderSettings(), [LoaderSettings(4, False, True, 4)]) == 8
