@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "doc": "torchwise.commands.doc:doc",
     "doctor": "torchwise.commands.doctor:doctor",
     "ckpt": "torchwise.commands.ckpt:ckpt",
+    "tests": "torchwise.commands.tests:tests",
 }
 
 #: One line per command for ``torchwise --help``, so listing them imports nothing.
@@ -44,6 +45,7 @@ SUMMARIES: dict[str, str] = {
     "doc": "Write measured shapes and counts into a model's docstrings and docs.",
     "doctor": "Run health checks on a model and a batch (gradient flow, leaks, ...).",
     "ckpt": "Inspect, scan and convert checkpoints without executing them.",
+    "tests": "Write a pytest module for a model: shape contract, health, round trips.",
 }
 
 
