@@ -56,8 +56,12 @@ def inputs_code(
     if len(flat) <= width:
         body.append(flat)
     else:
-        body += bracketed("args = ", args, indent=INDENT, width=width, one_tuple=len(args) == 1)
-        body += bracketed("kwargs = ", kwargs, indent=INDENT, width=width, brackets="{}")
+        body += bracketed(
+            "args = ", args, indent=INDENT, width=width, one_tuple=len(args) == 1, collection=True
+        )
+        body += bracketed(
+            "kwargs = ", kwargs, indent=INDENT, width=width, brackets="{}", collection=True
+        )
         body.append(f"{INDENT}return args, kwargs")
     code.body = body
     return code
@@ -97,7 +101,7 @@ class _Writer:
                 for key, child in spec.children.items()
             ]
             self.lines += bracketed(
-                f"{var} = ", items, indent=INDENT, width=self.width, brackets="{}"
+                f"{var} = ", items, indent=INDENT, width=self.width, brackets="{}", collection=True
             )
         else:
             parts = [self.value(item, f"{var}_{i}") for i, item in enumerate(spec.items or ())]
@@ -109,6 +113,7 @@ class _Writer:
                 width=self.width,
                 brackets=brackets,
                 one_tuple=not spec.is_list,
+                collection=True,
             )
         return var
 

@@ -28,12 +28,15 @@ def bracketed(
     width: int,
     brackets: str = "()",
     one_tuple: bool = False,
+    collection: bool = False,
 ) -> list[str]:
     """``head(item, item)tail`` laid out within ``width`` columns.
 
     ``head`` ends just before the opening bracket (``"def f"``, ``"x = "``), ``tail``
     follows the closing one (``" -> int:"``). ``one_tuple`` marks a 1-tuple, whose
-    comma stays even on one line.
+    comma stays even on one line. A ``collection`` (a list, tuple or dict display,
+    not a call's arguments or a def's parameters) skips the second layout: the
+    formatters always put its items one per line once it is split.
     """
     opening, closing = brackets[0], brackets[1]
     inner = ", ".join(items) + ("," if one_tuple and len(items) == 1 else "")
@@ -41,7 +44,7 @@ def bracketed(
     if len(flat) <= width or not items:
         return [flat]
     nested = indent + INDENT
-    if len(nested + inner) <= width and not one_tuple:
+    if len(nested + inner) <= width and not one_tuple and not collection:
         return [f"{indent}{head}{opening}", nested + inner, f"{indent}{closing}{tail}"]
     return [
         f"{indent}{head}{opening}",

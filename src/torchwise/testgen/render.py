@@ -184,7 +184,7 @@ def _doctor_options(plan: Plan, width: int) -> list[str]:
         "on the machine's speed or load.",
         width=width,
     )
-    return [*comment, *bracketed(lhs, items, width=width, brackets="{}")]
+    return [*comment, *bracketed(lhs, items, width=width, brackets="{}", collection=True)]
 
 
 # -- helpers ---------------------------------------------------------------------
@@ -262,7 +262,9 @@ def _output_tensors(plan: Plan) -> list[str]:
         width=width,
     )
     items = [f"out{leaf.accessor}" for leaf in plan.outputs]
-    return lines + bracketed("return ", items, indent=INDENT, width=width, brackets="[]")
+    return lines + bracketed(
+        "return ", items, indent=INDENT, width=width, brackets="[]", collection=True
+    )
 
 
 def _tensors(plan: Plan, var: str) -> str:
