@@ -221,3 +221,21 @@ BUGS = [
         "test_doctor[device-consistency]",
     ),
 ]
+
+#: Bugs planted in the example project's CifarNet (examples/cifar_project/model.py).
+CIFAR_BUGS = [
+    Bug(
+        "cifar-batchnorm-batch-leak",
+        "model",
+        "self.bn = nn.BatchNorm2d(out_channels)",
+        "self.bn = nn.BatchNorm2d(out_channels, track_running_stats=False)",
+        "test_doctor[batch-independence]",
+    ),
+    Bug(
+        "cifar-dropout-on-in-eval",
+        "model",
+        "return self.head(self.dropout(x))",
+        "return self.head(F.dropout(x, 0.1))",
+        "test_eval_is_deterministic",
+    ),
+]

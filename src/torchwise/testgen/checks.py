@@ -40,6 +40,10 @@ NOT_BY_DEFAULT = {
 SEQUENCE_NAMES = ("seq", "length", "time", "token", "step")
 #: Class-name endings of causal language models (a leak there deserves a warning).
 CAUSAL_CLASSES = ("ForCausalLM", "LMHeadModel", "GPT")
+#: Options of doctor versions that also stop a check after some seconds, per check.
+#: A test verdict must not depend on the machine's load: they are set out of reach.
+TIME_BUDGETS = {"overfit-batch": "overfit_budget_s", "exportable": "export_budget_s"}
+NO_TIME_LIMIT = 86_400.0  # a day
 
 
 def choose(
@@ -65,6 +69,9 @@ def choose(
                 False,
                 f"this torchwise's doctor assumes the batch is dim 0, not {rt.batch_dim}",
             )
+    for check_id, option in TIME_BUDGETS.items():
+        if check_id in candidates and _doctor_accepts(option):
+            options[option] = NO_TIME_LIMIT
     if "causal-leak" in candidates:
         candidates.remove("causal-leak")
         choices["causal-leak"] = _causal(runner, plan, rt, request, options)
@@ -82,6 +89,9 @@ def choose(
     plan.doctor_options = {k: options[k] for k in sorted(options)}
     if "overfit-batch" not in plan.checks:
         plan.doctor_options.pop("overfit_steps", None)
+    for check_id, option in TIME_BUDGETS.items():
+        if check_id not in plan.checks:
+            plan.doctor_options.pop(option, None)
     return ordered
 
 

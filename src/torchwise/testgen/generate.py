@@ -141,7 +141,7 @@ def generate(request: Request, output: Path | None = None) -> GeneratedTests:
         names=names,
     )
     modules = {rt.module.split(".")[0]} if rt.origin == "file" and rt.module else set()
-    with sandbox(user_dirs, modules):
+    with sandbox(user_dirs, modules, style.import_roots):
         session = Session(render(plan), path, import_line=import_line)
         _shrink_defaults(session, plan)
         out = _baseline(session, plan, title)

@@ -179,11 +179,13 @@ def _imports(plan: Plan, tests: str) -> list[str]:
 def _doctor_options(plan: Plan, width: int) -> list[str]:
     items = [f'"{k}": {v!r}' for k, v in plan.doctor_options.items()]
     lhs = "DOCTOR_OPTIONS: dict[str, Any] = " if plan.style.typed else "DOCTOR_OPTIONS = "
-    comment = comment_block(
+    text = (
         "The doctor options for this model: budgets are steps, so a verdict never depends "
-        "on the machine's speed or load.",
-        width=width,
+        "on the machine's speed or load."
     )
+    if any(key.endswith("_budget_s") for key in plan.doctor_options):
+        text += " This doctor also stops checks after some seconds: set to a day, out of reach."
+    comment = comment_block(text, width=width)
     return [*comment, *bracketed(lhs, items, width=width, brackets="{}", collection=True)]
 
 

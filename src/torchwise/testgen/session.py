@@ -23,14 +23,19 @@ from torchwise.errors import UserCodeError
 
 
 @contextlib.contextmanager
-def sandbox(user_dirs: list[Path], module_names: set[str]) -> Iterator[None]:
+def sandbox(
+    user_dirs: list[Path], module_names: set[str], pythonpath: tuple[Path, ...] = ()
+) -> Iterator[None]:
     """Restore ``sys.path``, ``sys.argv`` and the user's entries of ``sys.modules`` on exit.
 
     ``module_names`` are top-level names the generated file imports from the user's
     directories (``model`` for ``model.py``); a module of that name imported earlier
     (another project's ``model.py``) is set aside meanwhile, so it cannot be used.
+    ``pythonpath`` are the directories pytest's ``pythonpath`` setting adds, added
+    here too.
     """
     saved_path, saved_argv = list(sys.path), sys.argv
+    sys.path[:0] = [str(p) for p in pythonpath]
     stashed = {
         name: sys.modules.pop(name)
         for name in list(sys.modules)
