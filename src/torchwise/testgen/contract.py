@@ -143,15 +143,21 @@ def build_contract(
         OutputDims(tuple(python_dim(d, var_of) for d in leaf.dims), tuple(leaf.sizes))
         for leaf in shapes.outputs
     ]
-    text = (
-        ", ".join(f"{leaf.path} {leaf.shape_text()}" for leaf in doc_inputs)
-        + " -> "
-        + ", ".join(
-            leaf.shape_text() if leaf.path == "output" else f"{leaf.path} {leaf.shape_text()}"
-            for leaf in shapes.outputs
-        )
-    )
+    outs = [f"{_label(leaf.path)} {leaf.shape_text()}".strip() for leaf in shapes.outputs]
+    ins = ", ".join(f"{leaf.path} {leaf.shape_text()}" for leaf in doc_inputs)
+    text = f"{ins} -> {', '.join(outs)}"
     return Contract(symbols, input_dims, outputs, text, list(shapes.notes))
+
+
+def _label(path: str) -> str:
+    """How the contract names an output: nothing for a plain tensor, ``logits`` for
+    ``.logits`` or ``['logits']``, ``output[0]`` for a tuple's first tensor."""
+    if path == "output":
+        return ""
+    named = re.fullmatch(r"\.(\w+)|\[['\"](\w+)['\"]\]", path)
+    if named:
+        return named.group(1) or named.group(2)
+    return f"output{path}" if path.startswith("[") else path
 
 
 def _batch_label(leaves: Sequence[object], symbols: set[str], batch_dim: int) -> str | None:

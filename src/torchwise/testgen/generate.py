@@ -139,6 +139,8 @@ def generate(request: Request, output: Path | None = None) -> GeneratedTests:
         contract=contract,
         inputs=code,
         names=names,
+        third_party_model=rt.origin in ("hf", "timm", "zoo")
+        or (rt.origin == "module" and not user_dirs),
     )
     modules = {rt.module.split(".")[0]} if rt.origin == "file" and rt.module else set()
     with sandbox(user_dirs, modules, style.import_roots):
@@ -214,8 +216,14 @@ def _names(rt: ResolvedTarget) -> tuple[Names, str, str | None]:
     build = _normalized(rt.build, aliases)
     if not imported or not rt.module:
         return names, build, None
-    parts = [f"{n} as {aliases[n]}" if n in aliases else n for n in imported]
+    parts = [f"{n} as {aliases[n]}" if n in aliases else n for n in sorted(imported, key=_isort)]
     return names, build, f"from {rt.module} import {', '.join(parts)}"
+
+
+def _isort(name: str) -> tuple[int, str]:
+    """isort's order-by-type: CONSTANTS, then Classes, then functions and variables."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name
 
 
 def _normalized(expression: str, aliases: Mapping[str, str]) -> str:

@@ -106,21 +106,28 @@ def comment_block(text: str, *, indent: str = "", width: int) -> list[str]:
 
 
 def docstring(text: str, *, indent: str = "", width: int) -> list[str]:
-    """A one-paragraph docstring: one line when it fits, else wrapped with closing quotes
-    on their own line."""
+    """A one-paragraph docstring: one line when it fits, else wrapped with the closing
+    quotes on their own line (always two lines of text or more: the formatters join a
+    single line of text with its closing quotes)."""
     one = f'{indent}"""{text}"""'
     if len(one) <= width:
         return [one]
     words = text.split()
+    lines = _fill(words, width - len(indent), first='"""')
+    if len(lines) == 1:  # it fits with the opening quotes only: carry the last word over
+        lines = [lines[0].rsplit(" ", 1)[0], words[-1]]
+    return [indent + line for line in lines] + [f'{indent}"""']
+
+
+def _fill(words: list[str], width: int, *, first: str = "") -> list[str]:
     lines: list[str] = []
-    current = '"""'
+    current = first
     for word in words:
-        sep = "" if current == '"""' else " "
-        if len(indent) + len(current) + len(sep) + len(word) > width and current != '"""':
-            lines.append(indent + current)
+        if current in ("", first):
+            current += word
+        elif len(current) + 1 + len(word) > width:
+            lines.append(current)
             current = word
         else:
-            current += sep + word
-    lines.append(indent + current)
-    lines.append(f'{indent}"""')
-    return lines
+            current += " " + word
+    return [*lines, current]

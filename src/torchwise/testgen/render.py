@@ -10,6 +10,7 @@ out, at the project's line length, so a formatter leaves the file alone.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from torchwise.testgen.contract import Contract, Symbol
@@ -81,29 +82,33 @@ class Plan:
     checks: list[str] = field(default_factory=list)  # doctor check ids in the file
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (check id, short reason)
     doctor_options: dict[str, object] = field(default_factory=dict)
+    #: the model comes from an installed package (transformers, timm): its import joins
+    #: the third-party block; a project's own module gets a block of its own
+    third_party_model: bool = False
 
 
 def render(plan: Plan) -> str:
     """The module text."""
-    style = plan.style
-    width = style.line_length
+    width = plan.style.line_length
     tests = _tests(plan)
-    lines = _module_docstring(plan)
-    lines += ["", *_imports(plan, "\n".join(tests)), ""]
+    # The head: statements one blank line apart, as isort and the formatters want them.
+    head = [_imports(plan, "\n".join(tests))]
     if plan.model_import is not None and plan.path_entry is not None:
-        lines += [f"# {plan.path_comment}", *_sys_path(plan.path_entry, width)]
-        lines.append(f"{plan.model_import}  # noqa: E402")
-    elif plan.model_import is not None:
-        lines.append(plan.model_import)
+        head.append([f"# {plan.path_comment}", *_sys_path(plan.path_entry, width),
+                     f"{plan.model_import}  # noqa: E402"])  # fmt: skip
+    elif plan.model_import is not None and not plan.third_party_model:
+        head.append([plan.model_import])
     if plan.doctor_options and plan.checks:
-        lines += ["", *_doctor_options(plan, width)]
-    lines += ["", "", *_build_model(plan), "", "", *_make_inputs(plan)]
+        head.append(_doctor_options(plan, width))
+    # The body: functions and classes two blank lines apart.
+    body = [_build_model(plan), _make_inputs(plan)]
     if plan.outputs and not _single(plan):
-        lines += ["", "", *_output_tensors(plan)]
+        body.append(_output_tensors(plan))
     if "devices" in plan.tests:
-        lines += ["", "", *_runs_on(plan)]
+        body.append(_runs_on(plan))
     if tests:
-        lines += ["", "", *tests]
+        body.append(tests)
+    lines = [*_module_docstring(plan), "", *_joined(head, 1), "", "", *_joined(body, 2)]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -122,6 +127,8 @@ def _module_docstring(plan: Plan) -> list[str]:
         lines += ["", *_wrap(" ".join(facts), width)]
     for what, command in plan.commands:
         lines += ["", f"{what}:", *_shell(command, width)]
+    if any(line.endswith("\\") for line in lines):
+        lines[0] = "r" + lines[0]  # the commands' line continuations stay backslashes
     return [*lines, '"""']
 
 
@@ -130,14 +137,15 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _shell(command: str, width: int) -> list[str]:
-    """A shell command indented by four, continued with `` \\`` where it is too long."""
-    lines, current = [], INDENT.rstrip(" ")
-    for word in command.split(" "):
-        if len(current) + 1 + len(word) + 2 > width and current.strip():
+    """A shell command indented by four, continued with `` \\`` between words (never inside
+    a quoted argument) where it is too long."""
+    lines, current = [], ""
+    for word in (shlex.quote(token) for token in shlex.split(command)):
+        if current and len(current) + 1 + len(word) + 2 > width:
             lines.append(current + " \\")
             current = INDENT * 2 + word
         else:
-            current = f"{current} {word}" if current.strip() else f"{INDENT}{word}"
+            current = f"{current} {word}" if current else f"{INDENT}{word}"
     return [*lines, current]
 
 
@@ -170,8 +178,10 @@ def _imports(plan: Plan, tests: str) -> list[str]:
     if "@pytest." in tests:
         third.append("import pytest")
     third.append("import torch")
-    if plan.checks:
-        third.append("from torchwise.doctor import assert_healthy")
+    froms = ["from torchwise.doctor import assert_healthy"] if plan.checks else []
+    if plan.model_import is not None and plan.third_party_model:
+        froms.append(plan.model_import)
+    third += sorted(froms, key=lambda line: line.split()[1])  # isort: by module
     head = ["from __future__ import annotations", ""] if plan.style.future_annotations else []
     return [*head, *stdlib, *([""] if stdlib else []), *third]
 
