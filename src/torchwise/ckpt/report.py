@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchwise.sarif import REPOSITORY, sarif_log
+from torchwise.units import nbytes
 
 if TYPE_CHECKING:
     from torchwise.ckpt.contents import InspectResult
@@ -29,18 +30,10 @@ SARIF_RULES: dict[str, tuple[str, str, str]] = {
 _RULE_IDS = {name: rule_id for rule_id, (name, _, _) in SARIF_RULES.items()}
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
-
-
 def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
     lines = [
         f"{result.path}: {result.format}, {result.kind}",
-        f"{human_bytes(result.bytes_read)} read from {human_bytes(result.file_size)} "
+        f"{nbytes(result.bytes_read)} read from {nbytes(result.file_size)} "
         "(pickles, zip directory and headers only; nothing was executed)",
         "",
     ]
@@ -70,7 +63,7 @@ def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
     lines.append(
         f"tensors {len(result.tensors)} · parameters {result.parameters:,} · "
         f"buffers {result.buffers:,} · optimizer state {result.optimizer_elements:,} elements · "
-        f"storage {human_bytes(result.tensor_bytes)}"
+        f"storage {nbytes(result.tensor_bytes)}"
     )
     for opt in result.optimizers:
         groups = "; ".join(
@@ -150,7 +143,7 @@ def convert_text(result: ConvertResult) -> str:
     lines = [f"wrote {', '.join(result.outputs)}"]
     lines.append(
         f"{result.tensors} tensors written, {result.verified} read back identical "
-        f"(dtype, shape, every byte); {human_bytes(result.bytes_written)}"
+        f"(dtype, shape, every byte); {nbytes(result.bytes_written)}"
         + ("; tensors streamed one at a time" if result.streamed else "")
     )
     if result.aliases:
