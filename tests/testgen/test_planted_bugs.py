@@ -28,6 +28,13 @@ from torchwise.testgen import GeneratedTests, write_tests
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cifar_project"
 GPT_INPUTS = "i64[batch=2,seq=16]<64, i64[batch=2,seq=16]<64"
+#: The doctor checks that catch the planted bugs (generation runs each test once, so
+#: leaving out the others keeps this quick; the example project gets every check).
+CATCHING = {
+    source: sorted({b.caught_by[len("test_doctor[") : -1] for b in BUGS
+                    if b.source == source and b.caught_by.startswith("test_doctor[")})
+    for source in ("net", "gpt")
+}  # fmt: skip
 
 #: Set aside each project's model module before pytest imports the next project's
 #: tests: every project names its module the same (net.py, gpt.py), as users' do.
@@ -101,9 +108,10 @@ def test_small_classifier_and_gpt_tests_catch_every_planted_bug(tmp_path: Path) 
     gpt = _project(tmp_path, "gpt_healthy", {"gpt.py": GPT})
     generated = {
         "net": write_tests(str(net / "net.py:Net"), inputs=["f32[batch=8,12]"],
-                           output=net / "tests" / "test_net.py"),
+                           output=net / "tests" / "test_net.py",
+                           checks=[*CATCHING["net"], "causal-leak"]),
         "gpt": write_tests(str(gpt / "gpt.py"), build="GPT(GPTConfig())", inputs=[GPT_INPUTS],
-                           output=gpt / "tests" / "test_gpt.py"),
+                           output=gpt / "tests" / "test_gpt.py", checks=CATCHING["gpt"]),
     }  # fmt: skip
     # Measured, not told: the GPT is causal along the sequence dim, the classifier is not.
     assert generated["gpt"].doctor_options["causal_dim"] == 1

@@ -8,6 +8,7 @@ selection of checks is exercised once, on the small classifier.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -234,3 +235,52 @@ def test_without_output_the_module_goes_to_stdout(project: Path) -> None:
     assert result.exit_code == 0, result.stderr
     compile(result.output, "test_net.py", "exec")
     assert result.stderr == ""  # --quiet: no notes
+
+
+_NO_TORCH = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class NoTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch" or name.startswith("torch."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoTorch())
+    if sys.argv[1] == "cli":
+        from torchwise.cli import main
+        main(sys.argv[2:])
+    else:
+        from torchwise.errors import MissingDependencyError
+        from torchwise.testgen import write_tests
+        try:
+            write_tests("net.py:Net")
+        except MissingDependencyError as exc:
+            print(exc)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["cli", "api"])
+def test_without_torch_it_says_so_in_one_line(project: Path, how: str) -> None:
+    args = ["cli", "tests", "net.py:Net"] if how == "cli" else ["api"]
+    run = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, *args],
+        capture_output=True, text=True, cwd=project, check=False,
+    )  # fmt: skip
+    said = run.stderr if how == "cli" else run.stdout
+    assert "needs PyTorch, which is not installed: pip install torch" in said, run.stderr
+    assert "Traceback" not in run.stderr
+    if how == "cli":
+        assert run.returncode == 2
+
+
+def test_the_result_serializes_with_its_summary(project: Path) -> None:
+    result = write_tests(str(project / "net.py:Net"), inputs=[NET_INPUT], checks=ONE_CHECK)
+    data = result.to_dict()
+    assert data["status"] == "generated" and data["path"].endswith("test_net.py")
+    assert data["included_checks"] == ["nan-inf"]
+    assert "test_doctor: nan-inf" in data["summary"]
+    assert any(line.startswith("test_state_dict_round_trip") for line in data["summary"])
+    json.dumps(data)

@@ -125,18 +125,8 @@ def _summarize(result: object, console: Console) -> None:
         console.note(verdict)
     if result.status in ("fresh", "stale", "missing"):
         return
-    for test in result.tests:
-        console.note(f"  {test.name}: {test.what} ({test.why})")
-    included = result.included_checks
-    if included:
-        console.note(f"  test_doctor: {', '.join(included)}")
-    for test in result.left_out:
-        console.note(f"  left out {test.name}: {test.why}")
-    left = [f"{c.id} ({c.reason})" for c in result.checks if not c.included]
-    if left:
-        console.note(f"  doctor checks left out: {'; '.join(left)}")
-    for note in result.notes:
-        console.note(f"note: {note}")
+    for line in result.summary():
+        console.note(line if line.startswith("note: ") else f"  {line}")
     console.note(f"the tests ran in {result.verified_seconds:.1f} s here (without start-up)")
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torchwise.deps import require_torch
 from torchwise.errors import OutputError, TorchwiseError
 from torchwise.testgen.generate import Request, generate
 from torchwise.testgen.result import GeneratedTests
@@ -49,6 +50,7 @@ def write_tests(
     the model is causal along that input dim (measured when not given); ``loss`` is
     doctor's loss. The result lists every test and check with why it is in or out.
     """
+    require_torch("torchwise tests")
     if check and output is None:
         raise TorchwiseError("check compares with a file: give the output path to compare with")
     if batch_dim is not None and batch_dim < 0:

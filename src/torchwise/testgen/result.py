@@ -61,7 +61,22 @@ class GeneratedTests:
     def included_checks(self) -> list[str]:
         return [c.id for c in self.checks if c.included]
 
+    def summary(self) -> list[str]:
+        """What the file holds and why, one line each (what the CLI prints on stderr)."""
+        lines = [f"{test.name}: {test.what} ({test.why})" for test in self.tests]
+        if self.included_checks:
+            lines.append(f"test_doctor: {', '.join(self.included_checks)}")
+        lines += [f"left out {test.name}: {test.why}" for test in self.left_out]
+        left = [f"{c.id} ({c.reason})" for c in self.checks if not c.included]
+        if left:
+            lines.append(f"doctor checks left out: {'; '.join(left)}")
+        lines += [f"note: {note}" for note in self.notes]
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field, ``path`` as a string, plus ``summary``."""
         data = asdict(self)
         data["path"] = str(self.path)
+        data["included_checks"] = self.included_checks
+        data["summary"] = self.summary()
         return data
