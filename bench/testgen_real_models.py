@@ -222,7 +222,9 @@ def torchtest_one(spec_json: str) -> None:
     sys.path.insert(0, os.getcwd())
     resolved = resolve_target(spec["target"], inputs=spec["inputs"], build=spec["build"],
                               init_kwargs=spec["init_kwargs"], build_on="cpu")  # fmt: skip
-    model, (first, *rest), kwargs = resolved.model, resolved.args, resolved.kwargs
+    model, args, kwargs = resolved.model, list(resolved.args), dict(resolved.kwargs)
+    fed = next(iter(kwargs)) if not args else None  # hf: targets take keyword inputs
+    first = args.pop(0) if args else kwargs.pop(str(fed))
 
     class Bound(torch.nn.Module):
         def __init__(self) -> None:
@@ -230,7 +232,9 @@ def torchtest_one(spec_json: str) -> None:
             self.model = model
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return primary_output(self.model(x, *rest, **kwargs))
+            if fed is not None:
+                return primary_output(self.model(*args, **{fed: x}, **kwargs))
+            return primary_output(self.model(x, *args, **kwargs))
 
     bound = Bound()
     with torch.no_grad():
