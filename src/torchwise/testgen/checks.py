@@ -139,6 +139,8 @@ class _Runner:
             report = check(self.build(), args, [check_id], kwargs=kwargs, **options)
         except TorchwiseError as exc:
             return exc.message
+        except Exception as exc:  # a check that breaks (a doctor bug) leaves only itself out
+            return f"{type(exc).__name__}: {exc}"
         finally:
             self.seconds = time.perf_counter() - start
         return report[check_id]
