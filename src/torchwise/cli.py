@@ -35,6 +35,9 @@ COMMANDS: dict[str, str] = {
     "doctor": "torchwise.commands.doctor:doctor",
     "ckpt": "torchwise.commands.ckpt:ckpt",
     "tests": "torchwise.commands.tests:tests",
+    "project": "torchwise.commands.project:project",
+    "mcp": "torchwise.commands.mcp:mcp",
+    "agents": "torchwise.commands.agents:agents",
 }
 
 #: One line per command for ``torchwise --help``, so listing them imports nothing.
@@ -46,6 +49,9 @@ SUMMARIES: dict[str, str] = {
     "doctor": "Run health checks on a model and a batch (gradient flow, leaks, ...).",
     "ckpt": "Inspect, scan and convert checkpoints without executing them.",
     "tests": "Write a pytest module for a model: shape contract, health, round trips.",
+    "project": "Learn and audit a PyTorch project: stack, commands, models, findings (HTML too).",
+    "mcp": "Serve torchwise's tools to coding agents over MCP (stdio).",
+    "agents": "Install PyTorch expert agents and the MCP config for Claude Code, Cursor, VS Code.",
 }
 
 
