@@ -9,14 +9,17 @@ problem came from plain code in the parent's forward just before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from torchwise.doctor.context import tensors_in
+from torchwise.doctor.tensors import tensors_in
 
 
 @dataclass
@@ -35,6 +38,128 @@ class Trace:
 def _snap(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     # clone: in-place ops later in forward (ReLU(inplace=True)) would rewrite them
     return [t.detach().clone() for t in tensors if t.is_floating_point() or t.is_complex()]
+
+
+_STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+_TORCHWISE = str(Path(__file__).resolve().parents[1])
+_TORCH = str(Path(torch.__file__).resolve().parent)
+
+
+def frame_owner(filename: str) -> str:
+    """Whose code a frame runs: ``"user"``, ``"torch"``, ``"library"`` (an installed
+    package) or ``"internal"`` (torchwise, the standard library, synthetic frames)."""
+    if filename.startswith("<") or filename.startswith(_TORCHWISE):
+        return "internal"
+    if filename.startswith(_TORCH):
+        return "torch"
+    # before the standard library: in a venv, platstdlib is a prefix of site-packages
+    if "site-packages" in Path(filename).parts or "dist-packages" in Path(filename).parts:
+        return "library"
+    if filename.startswith(_STDLIB):
+        return "internal"
+    return "user"
+
+
+def short_location(frame: traceback.FrameSummary) -> str:
+    """``model.py:42`` (``transformers/models/gpt2/modeling_gpt2.py:312`` for libraries)."""
+    parts = Path(frame.filename).parts
+    for anchor in ("site-packages", "dist-packages"):
+        if anchor in parts:
+            return f"{'/'.join(parts[parts.index(anchor) + 1 :])}:{frame.lineno}"
+    if frame.filename.startswith(_TORCH):
+        return f"torch/{Path(frame.filename).relative_to(_TORCH)}:{frame.lineno}"
+    return f"{Path(frame.filename).name}:{frame.lineno}"
+
+
+def model_code_frame(frames: Iterable[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost frame of the model's code among ``frames`` (outermost first).
+
+    Only frames below torchwise's own last frame count (the model runs inside a
+    check, so frames above it are the caller's script or pytest). The user's own code
+    wins; an installed library (transformers) comes next; None when only torch runs.
+    """
+    frames = list(frames)
+    last_ours = max((i for i, f in enumerate(frames) if f.filename.startswith(_TORCHWISE)),
+                    default=-1)  # fmt: skip
+    inner = frames[last_ours + 1 :]
+    for owner in ("user", "library"):
+        found = [f for f in inner if frame_owner(f.filename) == owner]
+        if found:
+            return found[-1]
+    return None
+
+
+def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
+    """``model.py:42`` for :func:`model_code_frame`, or None."""
+    frame = model_code_frame(frames)
+    return None if frame is None else short_location(frame)
+
+
+def module_in_traceback(exc: BaseException, model: nn.Module) -> str | None:
+    """The innermost submodule of ``model`` whose code was running when ``exc`` was raised.
+
+    Read from the traceback's frames (a ``self`` that is one of the model's
+    submodules), so no hooks are needed; None when only the model's own forward ran.
+    """
+    names = {id(m): n for n, m in model.named_modules() if n}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in names:
+            found = names[id(owner)]
+        tb = tb.tb_next
+    return found
+
+
+@contextmanager
+def running_module(model: nn.Module) -> Iterator[list[str]]:
+    """A live stack of the submodules running now, innermost last.
+
+    After an exception escapes forward, the stack still holds the modules that were
+    running when it was raised (post hooks do not fire on the way out), so its last
+    entry names where it happened (``transformer.h.0.attn``; the root is its class name).
+    """
+    stack: list[str] = []
+    handles = []
+    for name, module in model.named_modules():
+        label = name or type(module).__name__
+
+        def push(mod: nn.Module, args: object, label: str = label) -> None:
+            stack.append(label)
+
+        def pop(mod: nn.Module, args: object, out: object) -> None:
+            if stack:
+                stack.pop()
+
+        handles.append(module.register_forward_pre_hook(push))
+        handles.append(module.register_forward_hook(pop))
+    try:
+        yield stack
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def call_order(model: nn.Module) -> Iterator[list[str]]:
+    """The names of the submodules forward calls, in the order of their first call."""
+    order: list[str] = []
+    seen: set[str] = set()
+    handles = []
+    for name, module in model.named_modules():
+
+        def pre(mod: nn.Module, args: object, name: str = name) -> None:
+            if name not in seen:
+                seen.add(name)
+                order.append(name)
+
+        handles.append(module.register_forward_pre_hook(pre))
+    try:
+        yield order
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @contextmanager
