@@ -79,6 +79,8 @@ def model_code_frame(frames: Iterable[traceback.FrameSummary]) -> traceback.Fram
     wins; an installed library (transformers) comes next; None when only torch runs.
     """
     frames = list(frames)
+    while frames and frames[-1].filename.startswith(_TORCHWISE):
+        frames.pop()  # a dispatch mode or hook of torchwise's own, watching from inside
     last_ours = max((i for i, f in enumerate(frames) if f.filename.startswith(_TORCHWISE)),
                     default=-1)  # fmt: skip
     inner = frames[last_ours + 1 :]

@@ -20,6 +20,8 @@ from torchwise.doctor.report import Status
 
 WARN_RATIO = 1.5
 FAIL_RATIO = 3.0
+#: the model's own loss may differ this much (either way) from cross-entropy of its logits
+OWN_LOSS_RATIO = 1.5
 
 
 @dataclass
@@ -30,6 +32,7 @@ class InitLossM:
     looks_like_probs: bool
     logit_std: float
     head: str | None
+    own_loss: str | None = None  # the forward parameter that made the model compute its loss
 
 
 class InitLoss(Check[InitLossM]):
@@ -61,7 +64,7 @@ class InitLoss(Check[InitLossM]):
             if isinstance(module, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)):
                 head = name
         std = float(z.float().std()) if z.numel() > 1 else 0.0
-        return InitLossM(chance, expected, actual, probs, std, head)
+        return InitLossM(chance, expected, actual, probs, std, head, ctx.labels_arg)
 
     def judge(self, m: InitLossM) -> Verdict:
         ratio = m.expected / m.chance
@@ -95,6 +98,24 @@ class InitLoss(Check[InitLossM]):
                 fix="return logits from forward and let the loss apply (log-)softmax/sigmoid",
             )
         thresholds = f"warns above {WARN_RATIO:g}x, fails above {FAIL_RATIO:g}x"
+        own_ratio = m.actual / m.expected if m.expected > 0 else 1.0
+        if m.own_loss and not 1 / OWN_LOSS_RATIO <= own_ratio <= OWN_LOSS_RATIO:
+            evidence["own_loss_to_expected"] = own_ratio
+            return Verdict(
+                Status.WARN,
+                f"the model's own loss ({m.actual:.3g} with {m.own_loss}=random labels) is "
+                f"{own_ratio:.2f}x the cross-entropy of its logits ({m.expected:.3g}); warns "
+                f"outside 1/{OWN_LOSS_RATIO:g}..{OWN_LOSS_RATIO:g}x",
+                evidence=evidence,
+                where=where,
+                causes=[
+                    "the loss in forward applies softmax/log_softmax to the logits again, or "
+                    "compares them with the labels over the wrong dim",
+                    "labels are shifted or reshaped differently from the logits",
+                ],
+                fix=f"compute the loss as F.cross_entropy(logits.view(-1, C), "
+                f"{m.own_loss}.view(-1)) on raw logits",
+            )
         if ratio <= WARN_RATIO:
             return Verdict(
                 Status.PASS,
