@@ -23,6 +23,7 @@ from patterns import GPT, GPTConfig, TransformerLM, ZeroInitResNet
 from real_models import HEALTHY, PLANTED, Case, build, tokens
 
 from torchwise.doctor import Status, check
+from torchwise.errors import TorchwiseError
 
 
 def _param(cases: list[Case]) -> list[object]:
@@ -138,3 +139,13 @@ def test_requested_check_that_cannot_run_warns_with_the_reason() -> None:
     assert "needs a batch of at least 2" in report["batch-independence"].summary
     assert report["causal-leak"].status is Status.WARN
     assert "no dim 1 of the input's length" in report["causal-leak"].summary
+
+
+def test_a_library_model_that_raises_is_located_in_the_library() -> None:
+    case = next(c for c in HEALTHY if c.name == "gpt2")
+    model, _, _, _ = build(case)
+    with pytest.raises(TorchwiseError) as info:
+        check(model, {"input_ids": torch.randn(2, 8)}, ["grad-flow"])
+    message = str(info.value)
+    assert message.startswith("forward of GPT2LMHeadModel raised in transformer.wte (Embedding)")
+    assert "transformers/models/gpt2/modeling_gpt2.py:" in message
