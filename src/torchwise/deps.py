@@ -58,7 +58,11 @@ def require(module: str, *, purpose: str | None = None) -> None:
     Only looks the module up (no import), so it costs microseconds even for torch.
     """
     top = module.split(".")[0]
-    if importlib.util.find_spec(top) is None:
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as missing
+        found = False
+    if not found:
         raise missing(top, purpose=purpose)
 
 

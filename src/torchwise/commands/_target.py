@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from torchwise.deps import require_torch
+
 if TYPE_CHECKING:
     from torchwise.target import ResolvedTarget
 
@@ -94,6 +96,9 @@ def target_options(command: F) -> F:
         config_start: Path | None,
         **kwargs: Any,
     ) -> object:
+        # Every model command needs torch; say so before the user's module is imported
+        # (its own `import torch` would otherwise read as a bug in their file).
+        require_torch(click.get_current_context().command_path)
         request = TargetArgs(target, inputs, init_kwargs, build, build_on, batch_dim, config_start)
         return command(*args, target=request, **kwargs)
 

@@ -39,8 +39,8 @@ def doc(
       torchwise doc model.py:Net --input 'f32[8,3,32,32]' --check  # CI: exit 1 if stale
       torchwise doc zoo:gpt2 --markdown docs/models/gpt2.md
     """
+    from torchwise.doc.run import run_doc
     from torchwise.errors import ExitCode
-    from torchwise.model.docrun import run_doc
 
     code, out, err = run_doc(
         target.text,

@@ -28,6 +28,13 @@ from torchwise.commands._target import TargetArgs, target_options
     "and fit the growth exponent, e.g. --scaling seq=128,256,512.",
 )  # fmt: skip
 @click.option(
+    "--flops-convention", type=click.Choice(["full", "no-attention"]), default="full",
+    show_default=True,
+    help="full: every product, attention's QK^T and PV included; no-attention: without "
+    "them, as fvcore, ptflops and timm's model cards count. The attention share is "
+    "shown either way.",
+)  # fmt: skip
+@click.option(
     "--no-training", is_flag=True,
     help="Skip the training-mode pass (backward FLOPs and training memory).",
 )  # fmt: skip
@@ -38,6 +45,7 @@ def inspect(
     depth: int | None,
     fmt: str,
     scaling: str | None,
+    flops_convention: str,
     no_training: bool,
 ) -> None:
     """Measure a model: shapes, parameters, FLOPs and memory, layer by layer.
@@ -59,11 +67,14 @@ def inspect(
     # Zoo models are built directly on the inspection device: meta costs no memory.
     resolved = target.resolve(device=device)
     if dimension is not None:
-        result = run_scaling(resolved, dimension[0], dimension[1], device=device, mode=mode)
+        result = run_scaling(
+            resolved, dimension[0], dimension[1], device=device, mode=mode,
+            flops_convention=flops_convention,
+        )  # fmt: skip
         click.echo(render_scaling(result, fmt), nl=False)
         return
     summary = summarize(
         resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth, mode=mode,
-        estimate_training=not no_training, name=resolved.name,
+        estimate_training=not no_training, name=resolved.name, flops_convention=flops_convention,
     )  # fmt: skip
     click.echo(render(summary, fmt), nl=False)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from torchwise.doc import source as docsource
+from torchwise.doc.generate import ModelDoc, document, require_source
 from torchwise.errors import ExitCode, TorchwiseError
-from torchwise.model import docsource
-from torchwise.model.docgen import ModelDoc, document, require_source
 
 
 def _display(path: Path) -> Path:
@@ -103,7 +103,7 @@ def _markdown(
 ) -> int:
     import difflib
 
-    from torchwise.model.docpage import render_page
+    from torchwise.doc.page import render_page
 
     page = render_page(doc, target, path)
     current = path.read_text(encoding="utf-8") if path.is_file() else None
