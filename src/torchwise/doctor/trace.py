@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from torchwise.doctor.tensors import tensors_in
+from torchwise.hooks import ModuleCall, module_calls
 
 
 @dataclass
@@ -115,73 +116,33 @@ def module_in_traceback(exc: BaseException, model: nn.Module) -> str | None:
 
 
 @contextmanager
-def running_module(model: nn.Module) -> Iterator[list[str]]:
-    """A live stack of the submodules running now, innermost last.
-
-    After an exception escapes forward, the stack still holds the modules that were
-    running when it was raised (post hooks do not fire on the way out), so its last
-    entry names where it happened (``transformer.h.0.attn``; the root is its class name).
-    """
-    stack: list[str] = []
-    handles = []
-    for name, module in model.named_modules():
-        label = name or type(module).__name__
-
-        def push(mod: nn.Module, args: object, label: str = label) -> None:
-            stack.append(label)
-
-        def pop(mod: nn.Module, args: object, out: object) -> None:
-            if stack:
-                stack.pop()
-
-        handles.append(module.register_forward_pre_hook(push))
-        handles.append(module.register_forward_hook(pop))
-    try:
-        yield stack
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextmanager
 def call_order(model: nn.Module) -> Iterator[list[str]]:
     """The names of the submodules forward calls, in the order of their first call."""
     order: list[str] = []
     seen: set[str] = set()
-    handles = []
-    for name, module in model.named_modules():
 
-        def pre(mod: nn.Module, args: object, name: str = name) -> None:
-            if name not in seen:
-                seen.add(name)
-                order.append(name)
+    def entered(call: ModuleCall) -> None:
+        if call.name not in seen:
+            seen.add(call.name)
+            order.append(call.name)
 
-        handles.append(module.register_forward_pre_hook(pre))
-    try:
+    with module_calls(model, on_enter=entered):
         yield order
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @contextmanager
-def recording(model: nn.Module, *, keep_inputs: bool = True) -> Iterator[Trace]:
+def recording(model: nn.Module) -> Iterator[Trace]:
     """Record the floating-point inputs and outputs of every submodule call."""
     trace = Trace()
-    handles = []
-    for name, module in model.named_modules():
-        label = name or type(module).__name__
 
-        def hook(mod: nn.Module, args: object, out: object, label: str = label) -> None:
-            ins = _snap(tensors_in(args)) if keep_inputs else []
-            trace.records.append(Record(label, type(mod).__name__, ins, _snap(tensors_in(out))))
+    def returned(call: ModuleCall, output: object) -> None:
+        label = call.name or type(call.module).__name__
+        inputs = _snap(tensors_in((call.args, call.kwargs)))
+        trace.records.append(Record(label, type(call.module).__name__, inputs,
+                                    _snap(tensors_in(output))))  # fmt: skip
 
-        handles.append(module.register_forward_hook(hook))
-    try:
+    with module_calls(model, on_exit=returned):
         yield trace
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 Region = Callable[[torch.Tensor], torch.Tensor | None]

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.report import Status
-from torchwise.doctor.trace import running_module
+from torchwise.hooks import module_calls
 
 _RELU_OPS = {"relu", "relu_", "hardtanh", "hardtanh_", "threshold", "threshold_"}
 WARN_SHARE = 0.5
@@ -25,9 +25,9 @@ FAIL_SHARE = 0.9
 class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts, per ReLU-family call, the units never active on the batch."""
 
-    def __init__(self, stack: list[str]) -> None:
+    def __init__(self, stack: list[str], root: str) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.stack = stack
+        self.stack, self.root = stack, root
         self.calls: dict[str, tuple[int, int]] = {}  # label -> (dead units, units)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -38,7 +38,7 @@ class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if name in _RELU_OPS and isinstance(out, torch.Tensor) and out.ndim >= 2:
             unit_dim = 1 if out.ndim != 3 else out.ndim - 1
             active = (out > 0).movedim(unit_dim, 0).reshape(out.shape[unit_dim], -1).any(1)
-            base = self.stack[-1] if self.stack else "forward"
+            base = (self.stack[-1] or self.root) if self.stack else "forward"
             label, n = base, 2
             while label in self.calls:
                 label, n = f"{base} (call {n})", n + 1
@@ -57,8 +57,8 @@ class DeadUnits(Check[DeadUnitsM]):
 
     def measure(self, run: Run) -> DeadUnitsM | Verdict:
         ctx = run.ctx
-        with running_module(ctx.model) as stack:
-            watch = _ReluWatch(stack)
+        with module_calls(ctx.model) as calls:
+            watch = _ReluWatch(calls.stack, type(ctx.model).__name__)
             with torch.no_grad(), watch:
                 ctx.forward(train=True)
         if not watch.calls:

@@ -24,7 +24,8 @@ from torch.utils._pytree import tree_leaves
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.report import Status
 from torchwise.doctor.tensors import map_tensors, tensors_in
-from torchwise.doctor.trace import innermost_user_frame, running_module
+from torchwise.doctor.trace import innermost_user_frame
+from torchwise.hooks import module_calls
 
 aten = torch.ops.aten
 #: Ops that legitimately take tensors on two devices: copies between devices, and
@@ -50,9 +51,9 @@ class Stray:
 
 
 class _DeviceWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    def __init__(self, stack: list[str], plain: dict[int, str]) -> None:
+    def __init__(self, stack: list[str], plain: dict[int, str], root: str) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.stack = stack
+        self.stack, self.root = stack, root
         self.plain = plain  # id(tensor) -> attribute name, for plain tensor attributes
         self.strays: list[Stray] = []
 
@@ -68,7 +69,7 @@ class _DeviceWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.strays.append(
                     Stray(
                         str(func.overloadpacket.__name__),
-                        self.stack[-1] if self.stack else "forward",
+                        (self.stack[-1] or self.root) if self.stack else "forward",
                         sorted(devices),
                         innermost_user_frame(traceback.extract_stack()),
                         self.plain.get(id(off)) if off is not None else None,
@@ -120,8 +121,8 @@ class DeviceConsistency(Check[DeviceM]):
         }
         args, kwargs = map_tensors(ctx.fresh_inputs(), lambda t: t.to("meta"))
         ctx.model.eval()
-        with running_module(ctx.model) as stack:
-            watch = _DeviceWatch(stack, plain)
+        with module_calls(ctx.model) as calls:
+            watch = _DeviceWatch(calls.stack, plain, type(ctx.model).__name__)
             try:
                 with torch.no_grad(), watch:
                     out = torch.func.functional_call(ctx.model, meta, args, kwargs, strict=False)
@@ -136,7 +137,8 @@ class DeviceConsistency(Check[DeviceM]):
                     m.stopped = text
                 else:
                     m.error = text
-                    m.failing_module = stack[-1] if stack else None
+                    failed = calls.failed
+                    m.failing_module = (failed.name or type(ctx.model).__name__) if failed else None
         m.strays = watch.strays
         return m
 

@@ -22,6 +22,7 @@ from torchwise.doctor.context import primary_output
 from torchwise.doctor.report import Status
 from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import Trace, recording
+from torchwise.hooks import ModuleCall, module_calls
 
 _MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
 #: dropout at or above this p warns: p is the probability of *dropping*
@@ -69,31 +70,24 @@ class TrainEvalGap(Check[TrainEvalM]):
             for n, mod in layers
             if isinstance(mod, nn.modules.dropout._DropoutNd) and mod.p >= HEAVY_DROPOUT
         }
-        handles = []
-        for name, module in layers:
-            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        norms = [n for n, mod in layers if isinstance(mod, nn.modules.batchnorm._BatchNorm)]
 
-                def pre(mod: nn.Module, args: tuple[Any, ...], name: str = name) -> None:
-                    # BatchNorm's input is (N, C, ...): dim 0 is what it averages over
-                    sizes = [t.shape[0] for t in tensors_in(args) if t.ndim]
-                    if sizes:
-                        m.bn_batches[name] = min(m.bn_batches.get(name, sizes[0]), sizes[0])
+        def batch_of(call: ModuleCall) -> None:
+            # BatchNorm's input is (N, C, ...): dim 0 is what it averages over
+            sizes = [t.shape[0] for t in tensors_in(call.args) if t.ndim]
+            if sizes:
+                m.bn_batches[call.name] = min(m.bn_batches.get(call.name, sizes[0]), sizes[0])
 
-                handles.append(module.register_forward_pre_hook(pre))
-        try:
-            with torch.no_grad():
-                with recording(ctx.model) as in_eval:
-                    y_eval = primary_output(ctx.forward(train=False))
-                ctx.reseed()
-                try:
-                    with recording(ctx.model) as in_train:
-                        y_train = primary_output(ctx.forward(train=True))
-                except Exception as exc:
-                    m.train_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-                    return m
-        finally:
-            for h in handles:
-                h.remove()
+        with torch.no_grad(), module_calls(ctx.model, on_enter=batch_of, only=norms):
+            with recording(ctx.model) as in_eval:
+                y_eval = primary_output(ctx.forward(train=False))
+            ctx.reseed()
+            try:
+                with recording(ctx.model) as in_train:
+                    y_train = primary_output(ctx.forward(train=True))
+            except Exception as exc:
+                m.train_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                return m
         m.gap = relative_gap(y_eval, y_train)
         m.by_layer = _gap_added_by(m.layers, in_eval, in_train)
         return m
