@@ -135,14 +135,20 @@ class Context:
         self.batch_size = int(found[0].shape[self.batch_dim])
         self.device = found[0].device
         self.names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
+        #: the forward parameter the labels go to when the model computes its own loss;
+        #: once set, every forward gets the labels (nanoGPT returns the logits of every
+        #: position only when it is given targets)
+        self.labels_arg: str | None = None
         with torch.no_grad():
             probe = primary_output(self.call(train=False, doing=f"forward of {self.name}"))
+        self.loss: LossChoice = choose_loss(probe, options.loss, options.target, seed=options.seed)
+        own = self._own_loss(params, probe)
+        if own is not None:
+            self.labels_arg, labels, probe = own
+            self.loss = choose_loss(probe, options.loss, labels, seed=options.seed)
         self.output_shape = tuple(probe.shape)
         #: the output dim holding the batch: the inputs' batch dim, else 0, else None
         self.output_batch_dim = self._output_batch_dim(probe)
-        self.loss: LossChoice = choose_loss(probe, options.loss, options.target, seed=options.seed)
-        #: the forward parameter the labels go to when the model computes its own loss
-        self.labels_arg = self._own_loss_parameter(params)
 
     # -- setting up --------------------------------------------------------------
 
@@ -152,25 +158,43 @@ class Context:
                 return dim
         return None
 
-    def _own_loss_parameter(self, params: Mapping[str, inspect.Parameter]) -> str | None:
+    def _own_loss(
+        self, params: Mapping[str, inspect.Parameter], probe: torch.Tensor
+    ) -> tuple[str, torch.Tensor, torch.Tensor] | None:
+        """(labels parameter, labels, primary output) when forward computes its own loss.
+
+        Two guesses at the labels' shape: the one the output suggests (class indices
+        per row), and, for language models, one label per input token.
+        """
         if self.options.loss != "auto":
             return None
+        candidates = [self.loss.target]
+        ids = next((t for t in tensors_in(self.args) if not t.is_floating_point() and t.ndim >= 2),
+                   None)  # fmt: skip
+        if ids is not None and probe.ndim >= 2 and probe.shape[-1] >= 2:
+            gen = torch.Generator().manual_seed(self.options.seed)
+            tokens = torch.randint(0, probe.shape[-1], tuple(ids.shape), generator=gen)
+            candidates.append(tokens.to(ids.device))
         for name in LABEL_PARAMETERS:
             param = params.get(name)
             if param is None or name in self.kwargs or param.default is inspect.Parameter.empty:
                 continue
-            args, kwargs = self.fresh_inputs()
-            try:
-                with torch.no_grad():
-                    out = self.model(*args, **{**kwargs, name: self.loss.target})
-            except Exception as exc:
+            errors = []
+            for labels in candidates:
+                args, kwargs = self.fresh_inputs()
+                try:
+                    with torch.no_grad():
+                        out = self.model(*args, **{**kwargs, name: labels})
+                except Exception as exc:
+                    errors.append(type(exc).__name__)
+                    continue
+                if returned_loss(out) is not None:
+                    return name, labels, primary_output(out)
+            if errors:
                 self.notes.append(
-                    f"forward({name}=...) raised {type(exc).__name__} with labels shaped like "
-                    f"{list(self.loss.target.shape)}; using doctor's own loss instead"
+                    f"forward({name}=...) raised {errors[0]} with labels doctor made; using "
+                    "doctor's own loss instead (give the labels with --target-spec)"
                 )
-                return None
-            if returned_loss(out) is not None:
-                return name
         return None
 
     def describe_loss(self) -> str:
@@ -185,18 +209,18 @@ class Context:
 
     # -- running the model -------------------------------------------------------
 
-    def fresh_inputs(self, *, labels: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Clones of the batch (and the labels, for the model's own loss)."""
+    def fresh_inputs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Clones of the batch (with the labels, when the model computes its own loss)."""
         clone: Callable[[torch.Tensor], torch.Tensor] = lambda t: t.detach().clone()  # noqa: E731
         args, kwargs = map_tensors(self.args, clone), map_tensors(self.kwargs, clone)
-        if labels and self.labels_arg is not None:
+        if self.labels_arg is not None:
             kwargs[self.labels_arg] = self.loss.target.clone()
         return args, kwargs
 
-    def call(self, *, train: bool, doing: str, labels: bool = False) -> Any:
+    def call(self, *, train: bool, doing: str) -> Any:
         """A forward that reports the user's exception as one clear line."""
         self.model.train(train)
-        args, kwargs = self.fresh_inputs(labels=labels)
+        args, kwargs = self.fresh_inputs()
         try:
             return self.model(*args, **kwargs)
         except Exception as exc:
@@ -219,11 +243,10 @@ class Context:
         train: bool,
         args: tuple[Any, ...] | None = None,
         kwargs: dict[str, Any] | None = None,
-        labels: bool = False,
     ) -> Any:
         self.model.train(train)
         if args is None and kwargs is None:
-            args, kwargs = self.fresh_inputs(labels=labels)
+            args, kwargs = self.fresh_inputs()
         return self.model(*(args or ()), **(kwargs or {}))
 
     def forward_current(self) -> Any:
@@ -246,7 +269,7 @@ class Context:
     def train_loss(self) -> tuple[Any, torch.Tensor]:
         """One forward in train mode and its loss, with grad enabled."""
         with torch.enable_grad():
-            out = self.forward(train=True, labels=True)
+            out = self.forward(train=True)
             return out, self.loss_of(out)
 
     # -- the batch dim -------------------------------------------------------------

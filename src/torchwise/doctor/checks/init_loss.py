@@ -47,7 +47,7 @@ class InitLoss(Check[InitLossM]):
                 f"{ctx.loss.name}"
             )
         with torch.no_grad():
-            out = ctx.forward(train=True, labels=True)  # the mode training starts in
+            out = ctx.forward(train=True)  # the mode training starts in
             z = primary_output(out)
             actual = float(ctx.loss_of(out))
         if ctx.loss.kind == "ce":

@@ -153,8 +153,13 @@ class TrainEvalGap(Check[TrainEvalM]):
         )
         if not m.layers:
             return f"train and eval outputs are the same: no dropout or BatchNorm ({rule})"
+        if m.gap == 0:
+            return (
+                f"train and eval outputs are identical: none of the {len(m.layers)} dropout/"
+                f"BatchNorm layers changes them here ({rule})"
+            )
         text = f"train vs eval outputs differ by {m.gap:.3g} (relative L2)"
-        if m.by_layer:
+        if m.by_layer and max(m.by_layer.values()) > 0:
             top = max(m.by_layer, key=m.by_layer.__getitem__)
             kind = m.layers[top]
             why = (
