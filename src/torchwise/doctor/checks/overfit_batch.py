@@ -1,6 +1,11 @@
 """overfit-batch: Adam can drive the loss on one batch down to a tenth (Karpathy's
 "overfit one batch").
 
+Regularisation is switched off, as the recipe says: every module runs in eval
+mode (dropout, drop-path and recurrent dropout off) except BatchNorm, which keeps
+using batch statistics as in training. With dropout 0.5 a healthy LSTM language
+model cannot memorise 140 tokens in 200 steps; without it, it does in about 60.
+
 The budget is a number of steps (``--overfit-steps``), never seconds, so the
 verdict is the same on an idle and a loaded machine; the loop stops as soon as
 the goal is reached, so a healthy model rarely spends it.
@@ -12,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import backward
@@ -47,8 +53,11 @@ class OverfitBatch(Check[OverfitM]):
             lr = 1e-2 if sum(p.numel() for p in params) < SMALL_MODEL else 1e-3
         chance = ctx.loss.chance_loss
         opt = torch.optim.Adam(params, lr=lr)
-        args, kwargs = ctx.fresh_inputs(labels=True)
-        ctx.model.train()
+        args, kwargs = ctx.fresh_inputs()
+        ctx.model.eval()  # regularisation off ...
+        for module in ctx.model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.train()  # ... but BatchNorm normalises with the batch, as in training
         losses: list[float] = []
         goal = math.inf
         for _ in range(ctx.options.overfit_steps):
