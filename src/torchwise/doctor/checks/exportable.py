@@ -42,6 +42,8 @@ class ExportM:
     export_error: str | None = None
     export_blame: Blame | None = None
     export_nodes: int | None = None
+    #: torch._dynamo.explain's count: -1 when it could not trace forward at all
+    break_count: int = 0
     user_breaks: list[str] = field(default_factory=list)
     library_breaks: list[str] = field(default_factory=list)
     compile_error: str | None = None
@@ -116,7 +118,11 @@ class Exportable(Check[ExportM]):
                 try:
                     dynamo: Any = importlib.import_module("torch._dynamo")
                     explained = dynamo.explain(ctx.model)(*args, **kwargs)
-                    for reason in explained.break_reasons[:20]:
+                    m.break_count = int(explained.graph_break_count)
+                    # explain lists reasons even when it counts no break ("step_unsupported"
+                    # on a call into nn.LSTM that it runs eagerly): only counted breaks count
+                    reasons = explained.break_reasons if m.break_count > 0 else []
+                    for reason in reasons[:20]:
                         text = str(reason.reason).splitlines()[0][:160]
                         where = blame(reason.user_stack or [])
                         line = f"{text} at {where.at}" if where.at else text
@@ -139,6 +145,8 @@ class Exportable(Check[ExportM]):
             evidence["graph_breaks_in_libraries"] = m.library_breaks
         if m.compile_error:
             evidence["compile_error"] = m.compile_error
+        if m.break_count < 0:
+            evidence["compile_note"] = "torch._dynamo.explain could not trace forward"
         if m.export_error:
             return self._export_failed(m, evidence)
         if m.user_breaks:
