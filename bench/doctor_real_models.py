@@ -6,16 +6,29 @@ nanoGPT, minGPT and timm zero-init patterns) and the check meant for each plante
 bug, then prints a table, the false-alarm rate (healthy models with any FAIL or
 WARN) and the catch rate (planted bugs flagged by their check).
 
-    python bench/doctor_real_models.py [--only NAME,NAME]
+With ``--mirror DIR`` it also runs doctor, through the CLI's own targets
+(``file.py --build EXPR``, no wrapper file), on model files of public
+repositories fetched as bare git directories under DIR (``owner+name/repo``, as
+the ``fetch`` tool leaves them): karpathy/nanoGPT, pytorch/examples,
+kuangliu/pytorch-cifar and milesial/Pytorch-UNet. The files are extracted to a
+temporary directory for the run and never copied into this repository.
+
+    python bench/doctor_real_models.py [--only NAME,NAME] [--mirror /work/.mirror]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,7 +38,86 @@ sys.path.insert(0, str(ROOT / "tests" / "doctor"))
 
 from real_models import HEALTHY, PLANTED, Case, build  # noqa: E402
 
-from torchwise.doctor import Status, check  # noqa: E402
+from torchwise.doctor import Options, Status, check  # noqa: E402
+from torchwise.errors import TorchwiseError  # noqa: E402
+from torchwise.target import resolve_target  # noqa: E402
+
+
+@dataclass
+class External:
+    """A model file of a public repository, run as a user would from the CLI."""
+
+    name: str
+    repo: str  # owner+name under the mirror directory
+    paths: list[str]  # files or directories to extract
+    target: str
+    build: str
+    inputs: list[str]
+    options: dict[str, int] = field(default_factory=dict)
+
+
+EXTERNAL = [
+    External("nanoGPT GPT", "karpathy+nanoGPT", ["model.py"], "model.py",
+             "GPT(GPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=512))",
+             ["i64[4,32]<512"], {"causal_dim": 1}),
+    External("examples word LM, LSTM", "pytorch+examples", ["word_language_model/model.py"],
+             "word_language_model/model.py", "RNNModel('LSTM', 100, 32, 32, 2)",
+             ["i64[35,4]<100, (f32[2,4,32], f32[2,4,32])"], {"batch_dim": 1}),
+    External("examples word LM, GRU", "pytorch+examples", ["word_language_model/model.py"],
+             "word_language_model/model.py", "RNNModel('GRU', 100, 32, 32, 2)",
+             ["i64[35,4]<100, f32[2,4,32]"], {"batch_dim": 1}),
+    External("examples word LM, Transformer", "pytorch+examples",
+             ["word_language_model/model.py"], "word_language_model/model.py",
+             "TransformerModel(100, 32, 2, 64, 2)", ["i64[35,4]<100"],
+             {"batch_dim": 1, "causal_dim": 0}),
+    External("examples MNIST Net", "pytorch+examples", ["mnist/main.py"], "mnist/main.py",
+             "Net()", ["f32[4,1,28,28]"]),
+    External("examples super-resolution", "pytorch+examples", ["super_resolution/model.py"],
+             "super_resolution/model.py", "Net(upscale_factor=3)", ["f32[4,1,16,16]"]),
+    External("examples fast neural style", "pytorch+examples",
+             ["fast_neural_style/neural_style/transformer_net.py"],
+             "fast_neural_style/neural_style/transformer_net.py", "TransformerNet()",
+             ["f32[2,3,32,32]"]),
+    External("pytorch-cifar ResNet18", "kuangliu+pytorch-cifar", ["models"],
+             "models/resnet.py", "ResNet18()", ["f32[4,3,32,32]"]),
+    External("pytorch-cifar MobileNetV2", "kuangliu+pytorch-cifar", ["models"],
+             "models/mobilenetv2.py", "MobileNetV2()", ["f32[4,3,32,32]"]),
+    External("pytorch-cifar VGG11", "kuangliu+pytorch-cifar", ["models"], "models/vgg.py",
+             "VGG('VGG11')", ["f32[4,3,32,32]"]),
+    External("Pytorch-UNet UNet", "milesial+Pytorch-UNet", ["unet"], "unet.unet_model:UNet",
+             "UNet(3, 2)", ["f32[2,3,32,32]"]),
+]  # fmt: skip
+
+
+@contextlib.contextmanager
+def extracted(mirror: Path, case: External) -> Iterator[Path]:
+    """The case's files from the bare repository, in a temporary working directory."""
+    git_dir = mirror / case.repo / "repo"
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "archive", "HEAD", *case.paths],
+            check=True, capture_output=True,
+        ).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        cwd = Path.cwd()
+        os.chdir(tmp)  # module targets (unet.unet_model) import from the working directory
+        try:
+            yield Path(tmp)
+        finally:
+            os.chdir(cwd)
+
+
+def run_external(mirror: Path, case: External) -> tuple[list[str], float, str]:
+    with extracted(mirror, case):
+        rt = resolve_target(case.target, build=case.build, inputs=case.inputs,
+                            batch_dim=case.options.get("batch_dim"))  # fmt: skip
+        options = Options(batch_dim=rt.batch_dim, causal_dim=case.options.get("causal_dim"))
+        start = time.perf_counter()
+        report = check(rt.model, rt.args, kwargs=rt.kwargs, options=options, name=case.name)
+        seconds = time.perf_counter() - start
+    flagged = [f"{r.id} {r.status.value}" for r in report if r.status in (Status.FAIL, Status.WARN)]
+    skipped = [r.id for r in report if r.status is Status.SKIP]
+    return flagged, seconds, ", ".join(skipped)
 
 
 def run(case: Case) -> tuple[str, list[str], float]:
@@ -41,7 +133,8 @@ def run(case: Case) -> tuple[str, list[str], float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--only", help="comma-separated names of tests/doctor cases")
+    parser.add_argument("--mirror", type=Path, help="fetched repositories (owner+name/repo)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     warnings.filterwarnings("ignore")
@@ -73,6 +166,31 @@ def main(argv: list[str] | None = None) -> None:
         )
     if planted:
         print(f"planted bugs caught by their check: {caught} of {len(planted)}")
+    if args.mirror is not None:
+        run_mirror(args.mirror)
+
+
+def run_mirror(mirror: Path) -> None:
+    print("\n## Model files of public repositories, from the CLI's targets\n")
+    print("| model | repository | target | flagged | skipped | seconds |")
+    print("|---|---|---|---|---|---:|")
+    alarms = total = 0
+    for case in EXTERNAL:
+        if not (mirror / case.repo / "repo").is_dir():
+            print(f"| {case.name} | {case.repo} | not fetched | | | |")
+            continue
+        repo = case.repo.replace("+", "/")
+        target = f"`{case.target} --build {case.build}`"
+        try:
+            flagged, seconds, skipped = run_external(mirror, case)
+        except TorchwiseError as exc:  # the file does not load here: say why, do not count
+            print(f"| {case.name} | {repo} | {target} | not loadable: {exc.message} | | |")
+            continue
+        alarms += bool(flagged)
+        total += 1
+        print(f"| {case.name} | {repo} | {target} | {', '.join(flagged) or '-'} | "
+              f"{skipped or '-'} | {seconds:.1f} |")  # fmt: skip
+    print(f"\nrepository models with a FAIL or WARN: {alarms} of {total}")
 
 
 if __name__ == "__main__":

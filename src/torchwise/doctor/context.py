@@ -135,6 +135,14 @@ class Context:
         self.batch_size = int(found[0].shape[self.batch_dim])
         self.device = found[0].device
         self.names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
+        #: plain tensor attributes before doctor's first forward: any other one that
+        #: shows up later is a cache forward keeps on the module
+        self.plain_before = {
+            (id(m), key)
+            for m in model.modules()
+            for key, value in vars(m).items()
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+        }
         #: the forward parameter the labels go to when the model computes its own loss;
         #: once set, every forward gets the labels (nanoGPT returns the logits of every
         #: position only when it is given targets)

@@ -78,15 +78,21 @@ class _DeviceWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return func(*args, **(kwargs or {}))
 
 
-def _unregistered(model: nn.Module) -> tuple[dict[int, str], list[str]]:
-    """(plain tensor attributes by id, lists/dicts of modules that nn.Module does not see)."""
+def _unregistered(
+    model: nn.Module, before: set[tuple[int, str]]
+) -> tuple[dict[int, str], list[str], list[str]]:
+    """(plain tensor attributes by id, lists/dicts of modules nn.Module does not see,
+    the plain tensors forward itself put on the module)."""
     tensors: dict[int, str] = {}
     containers = []
+    cached = []
     for name, module in model.named_modules():
         prefix = f"{name}." if name else ""
         for key, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
                 tensors[id(value)] = prefix + key
+                if (id(module), key) not in before:
+                    cached.append(prefix + key)
             elif (
                 isinstance(value, (list, tuple)) and any(isinstance(v, nn.Module) for v in value)
             ) or (
@@ -95,7 +101,7 @@ def _unregistered(model: nn.Module) -> tuple[dict[int, str], list[str]]:
                 and any(isinstance(v, nn.Module) for v in value.values())
             ):
                 containers.append(prefix + key)
-    return tensors, containers
+    return tensors, containers, cached
 
 
 @dataclass
@@ -103,6 +109,7 @@ class DeviceM:
     plain: list[str]
     containers: list[str]
     strays: list[Stray] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)  # plain tensors forward put on self
     stopped: str | None = None  # why the meta run ended early (data-dependent op)
     error: str | None = None  # a device error the meta run raised
     failing_module: str | None = None
@@ -113,8 +120,8 @@ class DeviceConsistency(Check[DeviceM]):
 
     def measure(self, run: Run) -> DeviceM:
         ctx = run.ctx
-        plain, containers = _unregistered(ctx.model)
-        m = DeviceM(sorted(plain.values()), containers)
+        plain, containers, cached = _unregistered(ctx.model, ctx.plain_before)
+        m = DeviceM(sorted(plain.values()), containers, cached=cached)
         meta = {
             name: t.to("meta")
             for name, t in [*ctx.model.named_parameters(), *ctx.model.named_buffers()]
@@ -153,14 +160,24 @@ class DeviceConsistency(Check[DeviceM]):
         if m.strays or m.error or m.containers:
             return self._fail(m, evidence)
         if m.plain:
+            causes = []
+            if m.cached:
+                evidence["cached_by_forward"] = m.cached
+                causes.append(
+                    "forward caches a tensor on self (self.mask = ...): after model.to('cuda') "
+                    "the next forward can reuse it on the old device"
+                )
+            if set(m.plain) - set(m.cached):
+                causes.append("self.x = torch.tensor(...) in __init__ instead of a buffer")
             return Verdict(
                 Status.WARN,
-                f"{len(m.plain)} tensors are plain attributes: .to(device) and state_dict skip "
-                "them (forward did not use them on another device in this run)",
+                f"{len(m.plain)} tensors are plain attributes, which .to(device) and state_dict "
+                "skip (warns on any; fails when forward uses one on another device)",
                 evidence=evidence,
                 where=m.plain,
-                causes=["self.x = torch.tensor(...) instead of self.register_buffer('x', ...)"],
-                fix="use self.register_buffer(name, tensor, persistent=False) for constants",
+                causes=causes,
+                fix="use self.register_buffer(name, tensor, persistent=False) for constants "
+                "and caches, so they move with the model",
             )
         summary = (
             "every op in forward saw its tensors on the model's device (run on meta; fails on "
