@@ -4,7 +4,11 @@ Runs the whole doctor suite on every healthy case of tests/doctor/real_models.py
 (transformers, diffusers and torch modules at test size, plus reproductions of the
 nanoGPT, minGPT and timm zero-init patterns) and the check meant for each planted
 bug, then prints a table, the false-alarm rate (healthy models with any FAIL or
-WARN) and the catch rate (planted bugs flagged by their check).
+WARN) and the catch rate (planted bugs flagged by their check). With
+``--torchtest`` it also runs torchtest 0.5's suite (variables change after one
+Adam step, NaN and inf in the output) on every case, with the loss doctor would
+pick and a wrapper that calls the model with its real arguments (torchtest calls
+``model(inputs)`` with one tensor).
 
 With ``--mirror DIR`` it also runs doctor, through the CLI's own targets
 (``file.py --build EXPR``, no wrapper file), on model files of public
@@ -13,7 +17,7 @@ the ``fetch`` tool leaves them): karpathy/nanoGPT, pytorch/examples,
 kuangliu/pytorch-cifar and milesial/Pytorch-UNet. The files are extracted to a
 temporary directory for the run and never copied into this repository.
 
-    python bench/doctor_real_models.py [--only NAME,NAME] [--mirror /work/.mirror]
+    python bench/doctor_real_models.py [--only NAME,NAME] [--torchtest] [--mirror /work/.mirror]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor"))
@@ -39,7 +44,9 @@ sys.path.insert(0, str(ROOT / "tests" / "doctor"))
 from real_models import HEALTHY, PLANTED, Case, build  # noqa: E402
 
 from torchwise.doctor import Options, Status, check  # noqa: E402
+from torchwise.doctor.context import primary_output  # noqa: E402
 from torchwise.errors import TorchwiseError  # noqa: E402
+from torchwise.losses import choose_loss  # noqa: E402
 from torchwise.target import resolve_target  # noqa: E402
 
 
@@ -131,10 +138,48 @@ def run(case: Case) -> tuple[str, list[str], float]:
     return meant, flagged, seconds
 
 
+class _CallWith(nn.Module):
+    """torchwise's glue for torchtest: ``forward(ignored)`` calls the model with its real
+    arguments and returns its primary output (``.logits``, the first float tensor)."""
+
+    def __init__(self, model: nn.Module, args: tuple[object, ...], kwargs: dict[str, object]):
+        super().__init__()
+        self.model, self.args, self.kwargs = model, args, kwargs
+
+    def forward(self, _: torch.Tensor) -> torch.Tensor:
+        return primary_output(self.model(*self.args, **self.kwargs))
+
+
+def run_torchtest(case: Case) -> str:
+    """torchtest's full suite (vars change, NaN, inf) with the loss doctor would pick."""
+    import torchtest
+
+    model, args, kwargs, _ = build(case)
+    wrapped = _CallWith(model, args, kwargs)
+    with torch.no_grad():
+        loss = choose_loss(wrapped(torch.zeros(1)))
+    optim = torch.optim.Adam(wrapped.parameters(), lr=1e-3)
+    try:
+        torchtest.test_suite(
+            wrapped, loss.fn, optim, [torch.zeros(1), loss.target],
+            test_vars_change=True, test_nan_vals=True, test_inf_vals=True,
+        )  # fmt: skip
+    except (
+        torchtest.VariablesChangeException,
+        torchtest.NaNTensorException,
+        torchtest.InfTensorException,
+    ) as exc:
+        return f"caught ({type(exc).__name__.replace('Exception', '')})"
+    except Exception as exc:  # a crash is a verdict here, not a bench failure
+        return f"crash ({type(exc).__name__})"
+    return "pass"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", help="comma-separated names of tests/doctor cases")
     parser.add_argument("--mirror", type=Path, help="fetched repositories (owner+name/repo)")
+    parser.add_argument("--torchtest", action="store_true", help="add torchtest's verdicts")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     warnings.filterwarnings("ignore")
@@ -142,23 +187,29 @@ def main(argv: list[str] | None = None) -> None:
     healthy = [c for c in HEALTHY if wanted is None or c.name in wanted]
     planted = [c for c in PLANTED if wanted is None or c.name in wanted]
     print("## Healthy real models: the whole doctor suite\n")
-    print("| model | architecture | flagged | seconds |")
-    print("|---|---|---|---:|")
-    false_alarms, times = 0, []
+    peer = run_torchtest if args.torchtest else (lambda case: "-")
+    print("| model | architecture | doctor flags | seconds | torchtest |")
+    print("|---|---|---|---:|---|")
+    false_alarms, peer_alarms, times = 0, 0, []
     for case in healthy:
         _, flagged, seconds = run(case)
+        verdict = peer(case)
         false_alarms += bool(flagged)
+        peer_alarms += verdict not in ("pass", "-")
         times.append(seconds)
-        print(f"| {case.name} | {case.source} | {', '.join(flagged) or '-'} | {seconds:.1f} |")
+        print(f"| {case.name} | {case.source} | {', '.join(flagged) or '-'} | {seconds:.1f} | "
+              f"{verdict} |")  # fmt: skip
     print("\n## Planted bugs: the check meant for each\n")
-    print("| case | model | bug | check | verdict |")
-    print("|---|---|---|---|---|")
-    caught = 0
+    print("| case | model | bug | check | doctor | torchtest |")
+    print("|---|---|---|---|---|---|")
+    caught = peer_caught = 0
     for case in planted:
         meant, _, _ = run(case)
+        verdict = peer(case)
         caught += meant in ("fail", "warn")
+        peer_caught += verdict.startswith("caught")
         bug = case.bug.replace("|", "\\|")
-        print(f"| {case.name} | {case.source} | {bug} | {case.check} | {meant} |")
+        print(f"| {case.name} | {case.source} | {bug} | {case.check} | {meant} | {verdict} |")
     if healthy:
         print(
             f"\nfalse alarms: {false_alarms} of {len(healthy)} healthy models have a FAIL or WARN; "
@@ -166,6 +217,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     if planted:
         print(f"planted bugs caught by their check: {caught} of {len(planted)}")
+    if args.torchtest:
+        print(f"torchtest: {peer_alarms} of {len(healthy)} healthy models flagged (or crashed), "
+              f"{peer_caught} of {len(planted)} planted bugs caught")  # fmt: skip
     if args.mirror is not None:
         run_mirror(args.mirror)
 
