@@ -1,6 +1,6 @@
 """torchwise doctor on real third-party architectures: false alarms and planted-bug catches.
 
-Runs the whole doctor suite on every healthy case of tests/doctor/real_models.py
+Runs the whole doctor suite on every healthy case of tests/doctor/doctor_real_cases.py
 (transformers, diffusers and torch modules at test size, plus reproductions of the
 nanoGPT, minGPT and timm zero-init patterns) and the check meant for each planted
 bug, then prints a table, the false-alarm rate (healthy models with any FAIL or
@@ -41,7 +41,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor"))
 
-from real_models import HEALTHY, PLANTED, Case, build  # noqa: E402
+from doctor_real_cases import HEALTHY, PLANTED, Case, build  # noqa: E402
 
 from torchwise.doctor import Options, Status, check  # noqa: E402
 from torchwise.doctor.context import primary_output  # noqa: E402

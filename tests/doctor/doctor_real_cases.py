@@ -9,7 +9,7 @@ left False, ``initializer_range=1.0``, dropout 0.9 meant as keep_prob), a frozen
 layer, or a forward hook standing in for the user's own wrapper code.
 
 ``bench/doctor_real_models.py`` runs every case and prints the false-alarm and
-catch rates that docs/benchmarks.md quotes; ``test_real_models.py`` runs them as
+catch rates that docs/benchmarks.md quotes; ``test_doctor_real_models.py`` runs them as
 tests.
 """
 

@@ -1,6 +1,6 @@
 """doctor on real third-party architectures: no false alarm on healthy ones, planted bugs caught.
 
-The cases live in real_models.py (transformers and diffusers models built through
+The cases live in doctor_real_cases.py (transformers and diffusers models built through
 ``hf:`` targets at test size, torch's LSTM and TransformerEncoder, and
 reproductions of the nanoGPT, minGPT and timm zero-init patterns).
 """
@@ -19,8 +19,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("diffusers")
 
 sys.path.insert(0, str(Path(__file__).parent))
+from doctor_real_cases import HEALTHY, PLANTED, Case, build, tokens
 from patterns import GPT, GPTConfig, TransformerLM, ZeroInitResNet
-from real_models import HEALTHY, PLANTED, Case, build, tokens
 
 from torchwise.doctor import Status, check
 from torchwise.errors import TorchwiseError
@@ -129,7 +129,7 @@ def test_cpu_tensor_made_in_forward_is_caught_at_its_line() -> None:
     found = result["device-consistency"]
     assert found.status is Status.FAIL
     assert "transformer.wpe" in found.where and "aten.embedding" in found.summary
-    assert "test_real_models.py:" in found.summary
+    assert "test_doctor_real_models.py:" in found.summary
 
 
 def test_requested_check_that_cannot_run_warns_with_the_reason() -> None:
