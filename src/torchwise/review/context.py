@@ -1,11 +1,19 @@
-"""What rules know while the engine walks a file: resolved names, scopes,
-enclosing regions, and the one ``report()`` through which findings leave.
+"""What rules know while the engine walks a file: resolved names, what names
+hold, the branch and scopes a node sits in, and the one ``report()`` through
+which findings leave.
 
 Name resolution follows the imports the file actually wrote, pyflakes-style:
 after ``import torch.nn.functional as F`` the expression ``F.softmax`` resolves
 to ``torch.nn.functional.softmax``; after ``from torch.optim import AdamW`` a
-call ``AdamW(...)`` resolves to ``torch.optim.AdamW``. Unresolvable names give
+call ``AdamW(...)`` resolves to ``torch.optim.AdamW``. A parameter or a local
+assignment that reuses an imported name shadows it. Unresolvable names give
 ``None`` and rules stay silent on them: guessing is how linters get noisy.
+
+What a name holds (:meth:`Context.value_of`) is followed through assignments,
+tuple unpacking and simple reassignments, per branch: a binding made under
+``if cond:`` is invisible from the ``else:`` branch. Across functions and files
+the :class:`~torchwise.review.project.ProjectView` answers (a class's layers, a
+function's effects, the values its callers pass).
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchwise.review import facts as F
+from torchwise.review.facts import Branch, Value
 from torchwise.review.findings import Finding, Fix
+from torchwise.review.project import EMPTY_VIEW, ProjectView
 from torchwise.review.registry import Rule
 
 # Modules re-exported under a shorter public path: resolve to the public one.
@@ -24,6 +34,7 @@ _CANONICAL_PREFIXES = (
     ("torch.nn.modules.loss.", "torch.nn."),
     ("torch.nn.modules.", "torch.nn."),
     ("torch.utils.data.dataloader.", "torch.utils.data."),
+    ("torch.utils.data.dataset.", "torch.utils.data."),
     ("torch.optim.adamw.", "torch.optim."),
     ("torch.optim.adam.", "torch.optim."),
     ("torch.optim.sgd.", "torch.optim."),
@@ -43,6 +54,39 @@ _NAME_KINDS = (
     (re.compile(r"(^|_)loss$"), F.LOSS),
     (re.compile(r"(^|_)(train_|val_|test_)?(data)?loader$"), F.LOADER),
 )
+
+#: Activations whose output a loss may wrongly receive.
+ACTIVATIONS = {
+    "torch.nn.functional.softmax": "softmax",
+    "torch.softmax": "softmax",
+    "torch.special.softmax": "softmax",
+    "torch.nn.functional.log_softmax": "log_softmax",
+    "torch.log_softmax": "log_softmax",
+    "torch.sigmoid": "sigmoid",
+    "torch.nn.functional.sigmoid": "sigmoid",
+    "torch.special.expit": "sigmoid",
+}
+ACTIVATION_MODULES = {
+    "torch.nn.Softmax": "softmax",
+    "torch.nn.LogSoftmax": "log_softmax",
+    "torch.nn.Sigmoid": "sigmoid",
+}
+
+#: Module methods that return the module itself.
+_SELF_RETURNING = {
+    "to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
+    "requires_grad_", "to_empty", "type", "share_memory",
+}  # fmt: skip
+#: Tensor methods that keep the graph (and so the value's provenance).
+_GRAPH_KEEPING = {
+    "view", "reshape", "float", "double", "half", "bfloat16", "to", "cuda", "cpu", "unsqueeze",
+    "squeeze", "expand", "repeat", "t", "transpose", "permute", "contiguous", "clone", "flip",
+    "mul", "add", "sub", "div", "exp", "log", "pow", "sqrt", "flatten", "mean", "sum",
+    "squeeze_", "unsqueeze_", "view_as", "reshape_as", "expand_as", "__getitem__", "chunk",
+    "split", "narrow", "select", "masked_fill", "type_as", "abs", "neg", "norm", "max", "min",
+}  # fmt: skip
+_DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
+_SHADOWED = ""  # an import binding a local name replaced
 
 
 def canonical(qualname: str) -> str:
@@ -69,30 +113,67 @@ def kind_from_callee(qualname: str) -> str | None:
         return F.LOADER
     if last == "DistributedSampler":
         return F.SAMPLER
+    if qualname in {"torch.load", "torch.serialization.load"}:
+        return F.LOADED
+    if qualname == "argparse.ArgumentParser":
+        return F.PARSER
     if _LOSS_FUNCTIONS.match(qualname):
         return F.LOSS
     if qualname.startswith("torch.nn.") and last[:1].isupper():
+        if last in {"Parameter", "Buffer", "UninitializedParameter"}:
+            return F.TENSOR
         return F.LOSS_FN if last.endswith("Loss") else F.MODULE
     if qualname in {"torch.compile", "torch.jit.script"}:
         return F.MODULE
+    if qualname.startswith("torchvision.models.") and last[:1].islower():
+        return F.MODULE  # torchvision.models.resnet18(...)
+    if qualname.startswith("torch.utils.data.") and last.endswith("Dataset"):
+        return F.DATASET
     return None
+
+
+@dataclass(eq=False)
+class Binding:
+    value: Value
+    branch: Branch
 
 
 @dataclass
 class Scope:
     kind: str  # "module", "class", "function"
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
-    kinds: dict[str, str] = field(default_factory=dict)  # dotted name -> value kind
+    values: dict[str, list[Binding]] = field(default_factory=dict)  # dotted name -> bindings
     module_classes: set[str] = field(default_factory=set)  # nn.Module subclasses defined here
+    classes: set[str] = field(default_factory=set)  # every class defined here
+    functions: set[str] = field(default_factory=set)  # functions defined here
+
+
+@dataclass(eq=False)
+class ClassFrame:
+    """A class being walked: its node, whether it is an nn.Module, and the
+    values its methods assigned to ``self.<attr>`` (shared by every method)."""
+
+    node: ast.ClassDef
+    is_module: bool
+    attributes: dict[str, Value] = field(default_factory=dict)
+
+    def __iter__(self) -> Any:  # (node, is_module), as rules unpack it
+        return iter((self.node, self.is_module))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.node, self.is_module)[index]
 
 
 class Context:
     """Per-file state shared by every rule during the single pass."""
 
-    def __init__(self, path: str, source: str, settings: Any) -> None:
+    def __init__(
+        self, path: str, source: str, settings: Any, project: ProjectView | None = None
+    ) -> None:
         self.path = path
         self.source = source
         self.settings = settings
+        self.project = project or EMPTY_VIEW
         self.lines = source.splitlines(keepends=True)
         self._line_starts = [0]
         for line in self.lines:
@@ -102,8 +183,9 @@ class Context:
         self.parents: list[ast.AST] = []
         self.loops: list[F.LoopFacts] = []
         self.functions: list[F.FunctionFacts] = []
-        self.classes: list[tuple[ast.ClassDef, bool]] = []  # (node, is an nn.Module)
+        self.classes: list[ClassFrame] = []
         self.no_grad_depth = 0
+        self.branch: Branch = ()
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
 
@@ -111,13 +193,21 @@ class Context:
     def bind_import(self, local: str, qualname: str) -> None:
         self.scopes[-1].imports[local] = canonical(qualname)
 
+    def shadow(self, local: str) -> None:
+        """A local name now holds something else than what an enclosing import bound."""
+        scope = self.scopes[-1]
+        if scope.imports.get(local) is not None or any(
+            local in outer.imports for outer in self.scopes[:-1]
+        ):
+            scope.imports[local] = _SHADOWED
+
     def qualname(self, expr: ast.AST) -> str | None:
         """The fully qualified name ``expr`` refers to, through the file's imports."""
         if isinstance(expr, ast.Name):
             for scope in reversed(self.scopes):
                 target = scope.imports.get(expr.id)
                 if target is not None:
-                    return target
+                    return target or None
                 if expr.id in scope.module_classes:
                     return f"<local>.{expr.id}"
             return None
@@ -147,61 +237,221 @@ class Context:
         parts.append(expr.id)
         return ".".join(reversed(parts))
 
-    def set_kind(self, target: ast.AST, kind: str | None) -> None:
+    # -- values ------------------------------------------------------------
+    def bind(self, target: ast.AST, value: Value | None) -> None:
+        """Record what ``target`` (a name or attribute chain) holds from here on."""
         name = self.dotted(target)
         if name is None:
             return
+        if isinstance(target, ast.Name):
+            self.shadow(name)
+        frame = self._class_of_self(name)
+        if frame is not None:
+            attribute = name[5:]
+            if value is None:
+                frame.attributes.pop(attribute, None)
+            else:
+                frame.attributes[attribute] = value
+            return
         scope = self.scopes[-1]
-        if kind is None:
-            scope.kinds.pop(name, None)
-        else:
-            scope.kinds[name] = kind
+        if value is None:
+            scope.values.pop(name, None)
+            return
+        bindings = scope.values.setdefault(name, [])
+        # A binding on this very path replaces the ones it dominates.
+        bindings[:] = [b for b in bindings if not F.implied(b.branch, self.branch)]
+        bindings.append(Binding(value, self.branch))
+
+    def set_kind(self, target: ast.AST, kind: str | None) -> None:
+        self.bind(target, None if kind is None else Value(kind))
+
+    def _class_of_self(self, name: str) -> ClassFrame | None:
+        """The class whose attribute ``self.<attr>`` names, inside its methods."""
+        if not name.startswith("self.") or name.count(".") != 1 or not self.classes:
+            return None
+        if not self.functions or self.functions[-1].class_name != self.classes[-1].node.name:
+            return None
+        return self.classes[-1]
+
+    def lookup(self, name: str) -> Value | None:
+        """The value bound to a dotted name, visible from the current branch."""
+        frame = self._class_of_self(name)
+        if frame is not None:
+            found = frame.attributes.get(name[5:])
+            if found is not None:
+                return found
+        for scope in reversed(self.scopes):
+            if scope.kind == "class" and scope is not self.scopes[-1]:
+                continue  # class bodies do not enclose their methods
+            bindings = scope.values.get(name)
+            if bindings:
+                for binding in reversed(bindings):
+                    if not F.exclusive(binding.branch, self.branch):
+                        return binding.value
+                return None
+        return None
 
     def kind_of(self, expr: ast.AST) -> str | None:
         """What ``expr`` holds: a model, an optimizer, a loss tensor, ... or None."""
+        value = self.value_of(expr)
+        return None if value is None else value.kind
+
+    def value_of(self, expr: ast.AST) -> Value | None:
+        """What ``expr`` holds, as far as assignments, calls and names show."""
         if isinstance(expr, ast.Call):
-            return self.kind_of_call(expr)
+            return self.value_of_call(expr)
         if isinstance(expr, ast.BinOp):
-            left, right = self.kind_of(expr.left), self.kind_of(expr.right)
-            return F.LOSS if F.LOSS in (left, right) else None
+            return self._combine(self.value_of(expr.left), self.value_of(expr.right))
+        if isinstance(expr, ast.Subscript):
+            inner = self.value_of(expr.value)
+            if inner is None:
+                return None
+            if inner.kind == F.LOADED:
+                key = expr.slice
+                text = key.value if isinstance(key, ast.Constant) else None
+                return inner.but(key=text if isinstance(text, str) else None, node=expr)
+            if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
+                return inner.but(kind=F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR)
+            return None
+        if isinstance(expr, ast.Attribute) and expr.attr == "data":
+            inner = self.value_of(expr.value)
+            if inner is not None and inner.kind in (F.LOSS, F.OUTPUT, F.TENSOR):
+                return inner.but(through=frozenset(), crossing=None)
         name = self.dotted(expr)
         if name is None:
             return None
-        for scope in reversed(self.scopes):
-            if name in scope.kinds:
-                return scope.kinds[name]
+        found = self.lookup(name)
+        if found is not None:
+            return found
         last = name.rsplit(".", 1)[-1]
         for pattern, kind in _NAME_KINDS:
             if pattern.search(last):
-                return kind
+                return Value(kind)
         return None
 
     def kind_of_call(self, call: ast.Call) -> str | None:
+        value = self.value_of_call(call)
+        return None if value is None else value.kind
+
+    def value_of_call(self, call: ast.Call) -> Value | None:
         qualname = self.call_name(call)
-        if qualname is not None:
-            if qualname.startswith("<local>."):
-                return F.MODULE if self._is_local_module_class(qualname[8:]) else None
-            return kind_from_callee(qualname)
         func = call.func
+        if qualname is not None:
+            return self._value_of_resolved(call, qualname)
         if isinstance(func, ast.Attribute):
-            receiver_kind = self.kind_of(func.value)
-            if receiver_kind == F.MODULE and func.attr in {
-                "to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
-                "requires_grad_", "to_empty",
-            }:  # fmt: skip
-                return F.MODULE
-            if receiver_kind == F.LOSS and func.attr in {"mean", "sum", "float", "__truediv__"}:
-                return F.LOSS
-            return None
-        callee_kind = self.kind_of(func)
-        if callee_kind == F.LOSS_FN:
-            return F.LOSS
-        if callee_kind == F.MODULE:
-            return F.OUTPUT
+            return self._value_of_method(call, func)
+        if isinstance(func, ast.Call):  # nn.Softmax(dim=1)(x)
+            activation = ACTIVATION_MODULES.get(self.call_name(func) or "")
+            if activation is not None:
+                return self._activated(call, activation)
+        callee = self.value_of(func)
+        if callee is None:
+            project = self.project.value_of_call(self, call)
+            return project
+        if callee.kind == F.LOSS_FN:
+            through = self._through(call.args)
+            return Value(F.LOSS, origin=callee.origin, through=through[0], crossing=through[1])
+        if callee.kind == F.MODULE:
+            return self._model_output(call, self.dotted(func), callee)
         return None
 
-    def _is_local_module_class(self, name: str) -> bool:
-        return any(name in scope.module_classes for scope in self.scopes)
+    def _value_of_resolved(self, call: ast.Call, qualname: str) -> Value | None:
+        activation = ACTIVATIONS.get(qualname)
+        if activation is not None:
+            return self._activated(call, activation)
+        if qualname.startswith("<local>.") or not qualname.startswith(
+            ("torch", "argparse", "numpy", "torchvision")
+        ):
+            project = self.project.value_of_call(self, call)
+            if project is not None:
+                return project
+            if qualname.startswith("<local>."):
+                name = qualname[8:]
+                is_module = any(name in scope.module_classes for scope in self.scopes)
+                return Value(F.MODULE, origin=qualname) if is_module else None
+        kind = kind_from_callee(qualname)
+        if kind is None:
+            return None
+        if kind == F.OPTIMIZER:
+            return Value(kind, origin=qualname, model=optimised_model(call), node=call)
+        if kind == F.LOSS:
+            through, crossing = self._through(call.args)
+            return Value(kind, origin=qualname, through=through, crossing=crossing)
+        return Value(kind, origin=qualname, node=call)
+
+    def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
+        receiver = self.value_of(func.value)
+        method = func.attr
+        if receiver is None:
+            if method in {"softmax", "sigmoid", "log_softmax"}:
+                return self._activated(call, method, func.value)
+            return self.project.value_of_call(self, call)
+        kind = receiver.kind
+        if kind == F.MODULE and method in _SELF_RETURNING:
+            return receiver
+        if kind == F.MODULE and method == "forward":
+            return self._model_output(call, self.dotted(func.value), receiver)
+        if kind == F.PARSER and method in {"parse_args", "parse_known_args"}:
+            return Value(F.NAMESPACE, node=call)
+        if kind in (F.LOSS, F.OUTPUT, F.TENSOR):
+            if method in {"softmax", "sigmoid", "log_softmax"}:
+                return self._activated(call, method, func.value)
+            if method in _DETACHING:
+                return Value(F.TENSOR)
+            if method in _GRAPH_KEEPING:
+                return receiver.but(activation=None) if method not in {"to", "float"} else receiver
+            return None
+        if kind == F.LOADED and method in {"get", "pop"} and call.args:
+            key = call.args[0]
+            text = key.value if isinstance(key, ast.Constant) else None
+            return receiver.but(key=text if isinstance(text, str) else None, node=call)
+        return self.project.value_of_call(self, call)
+
+    def _model_output(self, call: ast.Call, name: str | None, model: Value) -> Value:
+        through, crossing = self._through(call.args)
+        if through and name is not None and name not in through and crossing is None:
+            crossing = call  # a model applied to another model's undetached output
+        models = through | ({name} if name else set())
+        activation = self.project.output_activation(self, model)
+        return Value(
+            F.OUTPUT,
+            origin=model.origin,
+            model=name,
+            through=frozenset(models),
+            crossing=crossing,
+            activation=activation,
+            node=call,
+        )
+
+    def _activated(self, call: ast.Call, activation: str, operand: ast.expr | None = None) -> Value:
+        if operand is None:
+            operand = call.args[0] if call.args else None
+        inner = None if operand is None else self.value_of(operand)
+        if inner is not None and inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
+            return inner.but(kind=F.OUTPUT, activation=activation, node=call)
+        return Value(F.TENSOR, activation=activation, node=call)
+
+    def _through(self, args: list[ast.expr]) -> tuple[frozenset[str], ast.AST | None]:
+        models: set[str] = set()
+        crossing = None
+        for arg in args:
+            value = self.value_of(arg)
+            if value is not None and value.through:
+                models |= value.through
+                crossing = crossing or value.crossing
+        return frozenset(models), crossing
+
+    @staticmethod
+    def _combine(left: Value | None, right: Value | None) -> Value | None:
+        values = [v for v in (left, right) if v is not None]
+        kinds = {v.kind for v in values}
+        through = frozenset().union(*(v.through for v in values))
+        crossing = next((v.crossing for v in values if v.crossing is not None), None)
+        if F.LOSS in kinds:
+            return Value(F.LOSS, through=through, crossing=crossing)
+        if kinds & {F.OUTPUT, F.TENSOR}:
+            return Value(F.TENSOR, through=through, crossing=crossing)
+        return None
 
     def is_module_base(self, expr: ast.expr) -> bool:
         """Whether a class base is ``nn.Module`` (or a local/known subclass of it)."""
@@ -209,12 +459,14 @@ class Context:
         if qualname is None:
             return False
         if qualname.startswith("<local>."):
-            return self._is_local_module_class(qualname[8:])
-        return qualname.startswith("torch.nn.") or qualname in {
+            return any(qualname[8:] in scope.module_classes for scope in self.scopes)
+        if qualname.startswith("torch.nn.") or qualname in {
             "pytorch_lightning.LightningModule",
             "lightning.LightningModule",
             "lightning.pytorch.LightningModule",
-        }
+        }:
+            return True
+        return self.project.is_module_class(self, qualname)
 
     # -- where we are ----------------------------------------------------------
     @property
@@ -284,3 +536,22 @@ class Context:
                 data=fields,
             )
         )
+
+
+def optimised_model(call: ast.Call) -> str | None:
+    """``"D"`` for ``Adam(D.parameters(), ...)``: the one model whose parameters
+    an optimizer's first argument names (None for several or none)."""
+    if not call.args:
+        return None
+    models = set()
+    for node in ast.walk(call.args[0]):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"parameters", "named_parameters"}
+        ):
+            name = Context.dotted(node.func.value)
+            if name is None:
+                return None
+            models.add(name)
+    return models.pop() if len(models) == 1 else None

@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchwise.review import facts as F
-from torchwise.review.context import Context, Scope
+from torchwise.review.context import Binding, ClassFrame, Context, Scope
+from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
+from torchwise.review.project import ProjectView
 from torchwise.review.registry import Rule, all_rules
 
 Handler = Callable[[Any, Context], None]
@@ -28,19 +30,42 @@ _FILE_NOQA = re.compile(
 )
 
 
+def parse(source: str, path: str) -> ast.Module | Finding:
+    """The file's tree, or the TW000 finding that says why there is none."""
+    try:
+        return ast.parse(source, filename=path, type_comments=False)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        return _syntax_finding(path, exc)
+
+
 def analyse_source(
-    source: str, path: str, enabled: Iterable[str], settings: Any = None
+    source: str,
+    path: str,
+    enabled: Iterable[str],
+    settings: Any = None,
+    *,
+    view: ProjectView | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Finding]:
-    """Every finding of the ``enabled`` rules in ``source``, noqa applied, sorted."""
+    """Every finding of the ``enabled`` rules in ``source``, noqa applied, sorted.
+
+    ``view`` is the project index as this file sees it; without one, the file
+    is its own project (its classes and functions are indexed first)."""
     enabled = frozenset(enabled)
     file_noqa = _file_suppressions(source)
     if file_noqa is not None and not file_noqa:
         return []  # "# torchwise: noqa" on its own line skips the whole file
-    try:
-        tree = ast.parse(source, filename=path, type_comments=False)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        return [_syntax_finding(path, exc)]
-    ctx = Context(path, source, settings)
+    if tree is None:
+        parsed = parse(source, path)
+        if isinstance(parsed, Finding):
+            return [parsed]
+        tree = parsed
+    if view is None:
+        from torchwise.review.project import ProjectIndex
+        from torchwise.review.summary import summarize_tree
+
+        view = ProjectIndex([summarize_tree(tree, source, path)]).view(path)
+    ctx = Context(path, source, settings, view)
     rules = [info.cls() for code, info in all_rules().items() if code in enabled]
     try:
         _Pass(ctx, rules).run(tree)
@@ -118,7 +143,7 @@ class _Pass:
         self.ctx = ctx
         self.handlers: dict[type[ast.AST], list[Handler]] = {}
         self.events: dict[str, list[Handler]] = {
-            event: [] for event in ("leave_loop", "leave_function", "leave_module")
+            event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
         for rule in rules:
             for name in dir(rule):
@@ -143,6 +168,8 @@ class _Pass:
             ast.Call: self._call,
             ast.Assign: self._assign,
             ast.AnnAssign: self._assign,
+            ast.AugAssign: self._aug_assign,
+            ast.If: self._if,
         }
 
     def run(self, tree: ast.Module) -> None:
@@ -192,8 +219,11 @@ class _Pass:
             elif isinstance(statement, ast.ImportFrom):
                 self._import_from(statement)
             elif isinstance(statement, ast.ClassDef):
+                self.ctx.scopes[0].classes.add(statement.name)
                 if any(self.ctx.is_module_base(base) for base in statement.bases):
                     self.ctx.scopes[0].module_classes.add(statement.name)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.ctx.scopes[0].functions.add(statement.name)
             elif isinstance(statement, ast.If):
                 self._prescan(statement.orelse)
                 self._prescan(statement.body)  # the first branch wins, as in most readers
@@ -240,22 +270,71 @@ class _Pass:
                 self.ctx.bind_import(top, top)
 
     def _import_from(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
-            return  # relative imports name the user's own code
+        # Relative imports keep their dots ("..models.Net"): they name the
+        # project's own code, which only the project index can resolve.
+        module = "." * node.level + (node.module or "")
+        if not module:
+            return
+        separator = "" if module.endswith(".") else "."
         for alias in node.names:
             if alias.name != "*":
-                self.ctx.bind_import(alias.asname or alias.name, f"{node.module}.{alias.name}")
+                qualname = f"{module}{separator}{alias.name}"
+                self.ctx.bind_import(alias.asname or alias.name, qualname)
 
     def _assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         self.children(node)
         value = node.value
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        kind = None if value is None else self.ctx.kind_of(value)
-        if kind is None and isinstance(node, ast.AnnAssign):
+        bound = None if value is None else self.ctx.value_of(value)
+        if bound is None and isinstance(node, ast.AnnAssign):
             kind = self._kind_of_annotation(node.annotation)
+            bound = None if kind is None else Value(kind)
         for target in targets:
-            if isinstance(target, (ast.Name, ast.Attribute)):
-                self.ctx.set_kind(target, kind)
+            self._bind_target(target, value, bound)
+
+    def _bind_target(self, target: ast.expr, value: ast.expr | None, bound: Value | None) -> None:
+        ctx = self.ctx
+        if isinstance(target, (ast.Name, ast.Attribute)):
+            ctx.bind(target, bound)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elements = target.elts
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
+                for element, item in zip(elements, value.elts, strict=False):
+                    self._bind_target(element, item, ctx.value_of(item))
+                return
+            parts = self._unpacked(value, bound, len(elements))
+            for element, part in zip(elements, parts, strict=False):
+                if isinstance(element, ast.Starred):
+                    element = element.value
+                self._bind_target(element, None, part)
+
+    def _unpacked(
+        self, value: ast.expr | None, bound: Value | None, count: int
+    ) -> list[Value | None]:
+        """What each name of ``a, b = value`` holds."""
+        if bound is None:
+            return [None] * count
+        if bound.kind == F.OUTPUT and isinstance(value, ast.Call):
+            returns = self.ctx.project.returns(bound.origin)
+            if len(returns) == count:
+                # `validity, label = discriminator(x)`: each element's own activation.
+                return [bound.but(activation=item.activation, node=bound.node) for item in returns]
+            return [bound.but(activation=None)] * count
+        if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR):
+            return [bound] * count  # `encoder, decoder = torch.load(...)`
+        return [None] * count
+
+    def _aug_assign(self, node: ast.AugAssign) -> None:
+        self.children(node)
+        ctx = self.ctx
+        if isinstance(node.target, (ast.Name, ast.Attribute)):
+            current = ctx.value_of(node.target)
+            added = ctx.value_of(node.value)
+            if added is not None and added.kind == F.LOSS:
+                through = added.through | (current.through if current else frozenset())
+                ctx.bind(node.target, Value(F.LOSS, through=through, crossing=added.crossing))
+            elif current is None:
+                ctx.bind(node.target, None)
 
     def _kind_of_annotation(self, annotation: ast.expr | None) -> str | None:
         if annotation is None:
@@ -271,12 +350,15 @@ class _Pass:
     def _class(self, node: ast.ClassDef) -> None:
         self.visit_all(node, [*node.decorator_list, *node.bases, *node.keywords])
         is_module = any(self.ctx.is_module_base(base) for base in node.bases)
+        self.ctx.scopes[-1].classes.add(node.name)
         if is_module:
             self.ctx.scopes[-1].module_classes.add(node.name)
-        self.ctx.classes.append((node, is_module))
+        frame = ClassFrame(node, is_module)
+        self.ctx.classes.append(frame)
         self.ctx.scopes.append(Scope("class"))
         self.visit_all(node, node.body)
         self.ctx.scopes.pop()
+        self.fire("leave_class", frame, node)
         self.ctx.classes.pop()
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -294,21 +376,31 @@ class _Pass:
             in_module_class=in_module_class,
             no_grad=no_grad,
         )
+        arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        function.params = tuple(arg.arg for arg in arguments)
+        if directly_in_class and ctx.classes:
+            function.target = ctx.project.own(f"{ctx.classes[-1].node.name}.{node.name}")
+        elif not ctx.functions:
+            function.target = ctx.project.own(node.name)
         scope = Scope("function")
-        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+        passed = ctx.project.parameter_values(function)
+        for arg in arguments:
             kind = self._kind_of_annotation(arg.annotation)
-            if kind is not None:
-                scope.kinds[arg.arg] = kind
+            if arg.arg in ctx.scopes[0].imports or any(arg.arg in s.imports for s in ctx.scopes):
+                scope.imports[arg.arg] = ""  # a parameter shadows an import of the same name
+            value = passed.get(arg.arg) or (None if kind is None else Value(kind))
+            if value is not None:
+                scope.values[arg.arg] = [Binding(value, ())]
         # A nested function's body does not run where it is defined: it starts
         # with no enclosing loop or no_grad of its own.
-        saved = (ctx.loops, ctx.no_grad_depth)
-        ctx.loops, ctx.no_grad_depth = [], int(no_grad)
+        saved = (ctx.loops, ctx.no_grad_depth, ctx.branch)
+        ctx.loops, ctx.no_grad_depth, ctx.branch = [], int(no_grad), ()
         ctx.functions.append(function)
         ctx.scopes.append(scope)
         self.visit_all(node, node.body)
         ctx.scopes.pop()
         ctx.functions.pop()
-        ctx.loops, ctx.no_grad_depth = saved
+        ctx.loops, ctx.no_grad_depth, ctx.branch = saved
         ctx.module.functions.append(function)
         self.fire("leave_function", function, node)
 
@@ -319,8 +411,15 @@ class _Pass:
         else:
             self.visit_all(node, [node.target, node.iter])
         loop = F.LoopFacts(
-            node=node, outer=ctx.loops[-1] if ctx.loops else None, function=ctx.function
+            node=node,
+            outer=ctx.loops[-1] if ctx.loops else None,
+            function=ctx.function,
+            branch=ctx.branch,
         )
+        if not isinstance(node, ast.While):
+            iterated = _iterated(node.iter)
+            loop.iterated = ctx.dotted(iterated)
+            loop.iterates = ctx.value_of(iterated)
         ctx.loops.append(loop)
         self.visit_all(node, node.body)
         ctx.loops.pop()
@@ -340,6 +439,9 @@ class _Pass:
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         ctx = self.ctx
         self.visit_all(node, node.items)
+        for item in node.items:
+            if item.optional_vars is not None:
+                self._bind_target(item.optional_vars, None, None)
         saved = ctx.no_grad_depth
         for item in node.items:
             kind = self._context_kind(item.context_expr)
@@ -353,20 +455,26 @@ class _Pass:
     def _call(self, node: ast.Call) -> None:
         ctx = self.ctx
         func = node.func
-        method = receiver = receiver_kind = None
+        method = receiver = receiver_value = None
         if isinstance(func, ast.Attribute):
             method = func.attr
             receiver = ctx.dotted(func.value)
-            receiver_kind = ctx.kind_of(func.value)
+            receiver_value = ctx.value_of(func.value)
+        qualname = ctx.call_name(node)
+        callee_value = None
+        if isinstance(func, (ast.Name, ast.Attribute)) and (qualname is None or method):
+            callee_value = ctx.value_of(func)
         event = F.CallEvent(
             node=node,
-            qualname=ctx.call_name(node),
+            qualname=qualname,
             method=method,
             receiver=receiver,
-            receiver_kind=receiver_kind,
-            callee_kind=ctx.kind_of(func) if isinstance(func, (ast.Name, ast.Attribute)) else None,
+            receiver_value=receiver_value,
+            callee_value=callee_value,
             no_grad=ctx.in_no_grad,
             loop_depth=len(ctx.loops),
+            branch=ctx.branch,
+            target=ctx.project.call_target(ctx, node),
         )
         ctx.module.calls.append(event)
         if ctx.function is not None:
@@ -374,3 +482,43 @@ class _Pass:
         for loop in ctx.loops:
             loop.calls.append(event)
         self.children(node)
+
+    def _if(self, node: ast.If) -> None:
+        """Each branch knows its condition: a fact bound under ``if c:`` is not
+        seen from ``else:``, and ``if c:`` twice means the same thing."""
+        ctx = self.ctx
+        self.visit_all(node, [node.test])
+        test, polarity = condition(ctx, node.test)
+        saved = ctx.branch
+        ctx.branch = (*saved, (test, polarity))
+        self.visit_all(node, node.body)
+        ctx.branch = (*saved, (test, not polarity))
+        self.visit_all(node, node.orelse)
+        ctx.branch = saved
+
+
+def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:
+    """(text, polarity) of an ``if`` test: ``not x`` is ``x`` false, ``x is None``
+    is ``x is not None`` false."""
+    polarity = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, polarity = test.operand, not polarity
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
+    ):
+        text = ctx.text(test).replace(" is not ", " is ").replace(" != ", " == ")
+        return text, not polarity
+    return ctx.text(test), polarity
+
+
+def _iterated(expr: ast.expr) -> ast.expr:
+    """What a ``for`` loop walks: ``loader`` in ``enumerate(tqdm(loader))``."""
+    while isinstance(expr, ast.Call) and expr.args:
+        func = expr.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name not in {"enumerate", "tqdm", "iter", "zip", "progress_bar", "track"}:
+            break
+        expr = expr.args[0]
+    return expr

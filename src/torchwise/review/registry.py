@@ -12,8 +12,9 @@ Handlers are methods named after what they subscribe to:
 - ``visit_<NodeType>(node, ctx)``: called during the engine's single AST pass
   for each node of that type (``visit_Call``, ``visit_Assign``, ...);
 - ``leave_loop(loop, ctx)``, ``leave_function(function, ctx)``,
-  ``leave_module(module, ctx)``: called when the pass leaves a region, with the
-  facts the engine collected inside it (see :mod:`torchwise.review.facts`).
+  ``leave_class(frame, ctx)``, ``leave_module(module, ctx)``: called when the
+  pass leaves a region, with the facts the engine collected inside it (see
+  :mod:`torchwise.review.facts`).
 
 Rules never walk the tree themselves.
 """
@@ -46,7 +47,7 @@ FAMILIES: dict[str, str] = {
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
 FIX_HEADING = "## Fix safety"
 
-EVENTS = ("leave_loop", "leave_function", "leave_module")
+EVENTS = ("leave_loop", "leave_function", "leave_class", "leave_module")
 
 
 class Rule:
