@@ -87,6 +87,7 @@ _GRAPH_KEEPING = {
 }  # fmt: skip
 _DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
 _SHADOWED = ""  # an import binding a local name replaced
+_UNSET: Any = object()
 
 
 def canonical(qualname: str) -> str:
@@ -185,9 +186,25 @@ class Context:
         self.functions: list[F.FunctionFacts] = []
         self.classes: list[ClassFrame] = []
         self.no_grad_depth = 0
-        self.branch: Branch = ()
+        self._branch: Branch = ()
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
+        # What expressions hold, until the next binding changes what names hold.
+        self._values: dict[int, Value | None] = {}
+
+    @property
+    def branch(self) -> Branch:
+        """The ``if`` conditions the current node sits under (see facts.Branch)."""
+        return self._branch
+
+    @branch.setter
+    def branch(self, branch: Branch) -> None:
+        self._branch = branch
+        self._values.clear()  # bindings visible from here differ
+
+    def forget_values(self) -> None:
+        """Entering or leaving a scope: what names hold must be looked up again."""
+        self._values.clear()
 
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
@@ -219,11 +236,10 @@ class Context:
     def call_name(self, call: ast.Call) -> str | None:
         # Every rule with a visit_Call asks this of every call: resolve once,
         # with the scopes as they are when the pass reaches the call.
-        try:
-            return self._call_names[call]
-        except KeyError:
+        name: str | None = self._call_names.get(call, _UNSET)
+        if name is _UNSET:
             name = self._call_names[call] = self.qualname(call.func)
-            return name
+        return name
 
     @staticmethod
     def dotted(expr: ast.AST) -> str | None:
@@ -243,6 +259,7 @@ class Context:
         name = self.dotted(target)
         if name is None:
             return
+        self._values.clear()
         if isinstance(target, ast.Name):
             self.shadow(name)
         frame = self._class_of_self(name)
@@ -298,6 +315,13 @@ class Context:
 
     def value_of(self, expr: ast.AST) -> Value | None:
         """What ``expr`` holds, as far as assignments, calls and names show."""
+        key = id(expr)
+        value: Value | None = self._values.get(key, _UNSET)
+        if value is _UNSET:
+            value = self._values[key] = self._value_of(expr)
+        return value
+
+    def _value_of(self, expr: ast.AST) -> Value | None:
         if isinstance(expr, ast.Call):
             return self.value_of_call(expr)
         if isinstance(expr, ast.BinOp):
@@ -321,13 +345,13 @@ class Context:
         if name is None:
             return None
         found = self.lookup(name)
-        if found is not None:
+        if found is not None and found.kind is not None:
             return found
         last = name.rsplit(".", 1)[-1]
         for pattern, kind in _NAME_KINDS:
             if pattern.search(last):
-                return Value(kind)
-        return None
+                return Value(kind, origin=found.origin if found else None)
+        return found
 
     def kind_of_call(self, call: ast.Call) -> str | None:
         value = self.value_of_call(call)
@@ -368,10 +392,11 @@ class Context:
             if qualname.startswith("<local>."):
                 name = qualname[8:]
                 is_module = any(name in scope.module_classes for scope in self.scopes)
-                return Value(F.MODULE, origin=qualname) if is_module else None
+                return Value(F.MODULE if is_module else None, origin=qualname, node=call)
         kind = kind_from_callee(qualname)
         if kind is None:
-            return None
+            # Unknown here, but the index may know it: keep where it came from.
+            return Value(None, origin=qualname, node=call)
         if kind == F.OPTIMIZER:
             return Value(kind, origin=qualname, model=optimised_model(call), node=call)
         if kind == F.LOSS:

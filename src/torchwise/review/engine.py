@@ -146,13 +146,11 @@ class _Pass:
             event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
         for rule in rules:
-            for name in dir(rule):
-                if name.startswith("visit_"):
-                    node_type = getattr(ast, name[6:], None)
-                    if node_type is not None:
-                        self.handlers.setdefault(node_type, []).append(getattr(rule, name))
-                elif name in self.events:
-                    self.events[name].append(getattr(rule, name))
+            node_types, events = _subscriptions(type(rule))
+            for node_type, name in node_types:
+                self.handlers.setdefault(node_type, []).append(getattr(rule, name))
+            for name in events:
+                self.events[name].append(getattr(rule, name))
         self.failed: set[str] = set()
         self.special: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.Import: self._import,
@@ -171,6 +169,10 @@ class _Pass:
             ast.AugAssign: self._aug_assign,
             ast.If: self._if,
         }
+        # Leaves nobody listens to (most Names and Constants): not even visited.
+        self.inert = frozenset(
+            kind for kind in _LEAF_TYPES if kind not in self.handlers and kind not in self.special
+        )
 
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree
@@ -235,24 +237,43 @@ class _Pass:
                 self._prescan(statement.body)
 
     def visit(self, node: ast.AST) -> None:
-        for handler in self.handlers.get(type(node), ()):
-            try:
-                handler(node, self.ctx)
-            except RecursionError:
-                raise
-            except Exception as exc:  # one broken rule must not stop the review
-                self.rule_failed(handler, exc, node)
-        special = self.special.get(type(node))
+        kind = type(node)
+        handlers = self.handlers.get(kind)
+        if handlers:
+            for handler in handlers:
+                try:
+                    handler(node, self.ctx)
+                except RecursionError:
+                    raise
+                except Exception as exc:  # one broken rule must not stop the review
+                    self.rule_failed(handler, exc, node)
+        special = self.special.get(kind)
         if special is None:
             self.children(node)
         else:
             special(node)
 
     def children(self, node: ast.AST) -> None:
-        self.ctx.parents.append(node)
-        for child in ast.iter_child_nodes(node):
-            self.visit(child)
-        self.ctx.parents.pop()
+        fields = _CHILD_FIELDS.get(type(node))
+        if fields is None:
+            fields = _CHILD_FIELDS[type(node)] = _child_fields(node)
+        if not fields:
+            return  # a Name, a Constant, ...: nothing below it but its context
+        parents = self.ctx.parents
+        parents.append(node)
+        visit = self.visit
+        inert = self.inert
+        for name in fields:
+            value = getattr(node, name, None)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST) and type(item) not in inert:
+                        visit(item)
+            elif isinstance(value, ast.AST) and type(value) not in inert:
+                visit(value)
+        parents.pop()
 
     def visit_all(self, parent: ast.AST, nodes: Iterable[ast.AST]) -> None:
         self.ctx.parents.append(parent)
@@ -356,8 +377,10 @@ class _Pass:
         frame = ClassFrame(node, is_module)
         self.ctx.classes.append(frame)
         self.ctx.scopes.append(Scope("class"))
+        self.ctx.forget_values()
         self.visit_all(node, node.body)
         self.ctx.scopes.pop()
+        self.ctx.forget_values()
         self.fire("leave_class", frame, node)
         self.ctx.classes.pop()
 
@@ -397,9 +420,11 @@ class _Pass:
         ctx.loops, ctx.no_grad_depth, ctx.branch = [], int(no_grad), ()
         ctx.functions.append(function)
         ctx.scopes.append(scope)
+        ctx.forget_values()
         self.visit_all(node, node.body)
         ctx.scopes.pop()
         ctx.functions.pop()
+        ctx.forget_values()
         ctx.loops, ctx.no_grad_depth, ctx.branch = saved
         ctx.module.functions.append(function)
         self.fire("leave_function", function, node)
@@ -495,6 +520,66 @@ class _Pass:
         ctx.branch = (*saved, (test, not polarity))
         self.visit_all(node, node.orelse)
         ctx.branch = saved
+
+
+_Subscriptions = tuple[tuple[tuple[type[ast.AST], str], ...], tuple[str, ...]]
+_SUBSCRIPTIONS: dict[type, _Subscriptions] = {}
+
+
+def _subscriptions(cls: type) -> _Subscriptions:
+    """(node type, handler name) pairs and event names a rule class listens to."""
+    found = _SUBSCRIPTIONS.get(cls)
+    if found is None:
+        found = _SUBSCRIPTIONS[cls] = _scan_subscriptions(cls)
+    return found
+
+
+def _scan_subscriptions(cls: type) -> _Subscriptions:
+    node_types = []
+    events = []
+    for attribute in dir(cls):
+        if attribute.startswith("visit_"):
+            node_type = getattr(ast, attribute[6:], None)
+            if isinstance(node_type, type):
+                node_types.append((node_type, attribute))
+        elif attribute in _EVENTS:
+            events.append(attribute)
+    return tuple(node_types), tuple(events)
+
+
+_EVENTS = ("leave_loop", "leave_function", "leave_class", "leave_module")
+#: Nodes without child nodes (beyond a Load/Store marker).
+_LEAF_TYPES = (
+    ast.Name,
+    ast.Constant,
+    ast.Load,
+    ast.Store,
+    ast.Del,
+    ast.Pass,
+    ast.Break,
+    ast.Continue,
+    ast.alias,
+    ast.Global,
+    ast.Nonlocal,
+)
+
+#: node type -> the fields that may hold child nodes (never ``ctx``: Load/Store
+#: markers are not code, and skipping them halves the nodes the pass visits).
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def _child_fields(node: ast.AST) -> tuple[str, ...]:
+    fields = []
+    for name in node._fields:
+        if name == "ctx":
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, _LEAVES):
+            continue  # operators are singletons without children
+        if isinstance(value, (ast.AST, list)) or value is None:
+            fields.append(name)
+    return tuple(fields)
 
 
 def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:

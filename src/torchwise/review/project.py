@@ -618,15 +618,16 @@ class ProjectView:
         sites = self.index.callers(function.target)
         if not sites:
             return {}
-        params = [p for p in function.params if p not in {"self", "cls"}]
+        params = list(function.params)
+        if function.class_name is not None and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
         seen: dict[str, set[tuple[str | None, str | None]]] = {}
         for site in sites:
             passed = dict(zip(params, site.fact.args, strict=False))
             passed.update(site.fact.keywords)
             for name in params:
                 arg = passed.get(name)
-                key = (arg.kind, _site_origin(arg, site.path, self)) if arg else (None, None)
-                seen.setdefault(name, set()).add(key)
+                seen.setdefault(name, set()).add(self._passed(arg, site.path))
         values = {}
         for name, keys in seen.items():
             if len(keys) == 1:
@@ -634,6 +635,19 @@ class ProjectView:
                 if kind is not None:
                     values[name] = Value(kind, origin=origin)
         return values
+
+    def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None]:
+        """(kind, origin usable from this file) of a value passed at a call site."""
+        if arg is None or self.index is None:
+            return None, None
+        origin = arg.origin
+        if origin is None or origin.startswith(("torch", "torchvision")):
+            return arg.kind, origin
+        resolved = self.index.resolve(origin, path)
+        klass = None if resolved is None else self.index.klass(resolved)
+        if klass is None:
+            return arg.kind, None
+        return (F.MODULE if klass.is_module else F.INSTANCE), f"<id>{resolved}"
 
     # -- facts used by rules ----------------------------------------------------------
     def effects(self, target: str | None) -> frozenset[str]:
@@ -674,16 +688,6 @@ def _requalify(origin: str, target: str, view: ProjectView) -> str | None:
     if resolved is None or index.klass(resolved) is None:
         return None
     return f"<id>{resolved}"
-
-
-def _site_origin(arg: ArgFact, path: str, view: ProjectView) -> str | None:
-    """A value's origin as written at a call site in ``path``, made usable here."""
-    if arg.origin is None or view.index is None:
-        return arg.origin
-    if arg.origin.startswith(("torch", "torchvision")):
-        return arg.origin
-    resolved = view.index.resolve(arg.origin, path)
-    return None if resolved is None else f"<id>{resolved}"
 
 
 EMPTY_VIEW = ProjectView(None)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,6 +116,8 @@ class ModuleSummary:
     saves: list[SaveFact] = field(default_factory=list)
     entry_point: bool = False
     parsed: bool = True
+    #: A hash of the source it summarises: a summary is a function of its text.
+    source_hash: str = ""
 
     def to_json(self) -> Json:
         return asdict(self)
@@ -171,11 +172,12 @@ class ModuleSummary:
             saves=[SaveFact(**s) for s in data["saves"]],
             entry_point=data["entry_point"],
             parsed=data["parsed"],
+            source_hash=data["source_hash"],
         )
 
     def digest(self) -> str:
-        text = json.dumps(self.to_json(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        """Changes whenever the summary can: with the text it was made from."""
+        return self.source_hash
 
 
 def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
@@ -444,6 +446,10 @@ def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
     return fact
 
 
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def summarize_tree(tree: ast.Module, source: str, path: str) -> ModuleSummary:
     """The summary of one parsed file (one engine pass, no rules)."""
     from torchwise.review.engine import _Pass
@@ -453,14 +459,11 @@ def summarize_tree(tree: ast.Module, source: str, path: str) -> ModuleSummary:
     try:
         _Pass(ctx, [summarizer]).run(tree)
     except RecursionError:
-        return ModuleSummary(path=path, parsed=False)
+        summarizer.summary = ModuleSummary(path=path, parsed=False)
+    summarizer.summary.source_hash = source_hash(source)
     return summarizer.summary
 
 
-def summarize_source(source: str, path: str) -> ModuleSummary:
-    from torchwise.review.engine import parse
-
-    tree = parse(source, path)
-    if not isinstance(tree, ast.Module):
-        return ModuleSummary(path=path, parsed=False)
-    return summarize_tree(tree, source, path)
+def unparsed(path: str, source: str = "") -> ModuleSummary:
+    """The summary of a file that could not be read or parsed."""
+    return ModuleSummary(path=path, parsed=False, source_hash=source_hash(source))
