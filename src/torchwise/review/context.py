@@ -225,7 +225,7 @@ class Context:
                 target = scope.imports.get(expr.id)
                 if target is not None:
                     return target or None
-                if expr.id in scope.module_classes:
+                if expr.id in scope.classes or expr.id in scope.module_classes:
                     return f"<local>.{expr.id}"
             return None
         if isinstance(expr, ast.Attribute):
@@ -308,6 +308,21 @@ class Context:
                 return None
         return None
 
+    def candidates(self, expr: ast.AST) -> list[Value]:
+        """Every value a name may hold here: after ``if c: x = a`` / ``else: x = b``
+        both reach the use (``value_of`` answers with the latest)."""
+        name = self.dotted(expr)
+        if name is None or self._class_of_self(name) is not None:
+            value = self.value_of(expr)
+            return [] if value is None else [value]
+        for scope in reversed(self.scopes):
+            if scope.kind == "class" and scope is not self.scopes[-1]:
+                continue
+            bindings = scope.values.get(name)
+            if bindings:
+                return [b.value for b in bindings if not F.exclusive(b.branch, self.branch)]
+        return []
+
     def kind_of(self, expr: ast.AST) -> str | None:
         """What ``expr`` holds: a model, an optimizer, a loss tensor, ... or None."""
         value = self.value_of(expr)
@@ -330,10 +345,10 @@ class Context:
             inner = self.value_of(expr.value)
             if inner is None:
                 return None
-            if inner.kind == F.LOADED:
+            if inner.kind == F.LOADED:  # an item of a loaded checkpoint: ckpt["model"]
                 key = expr.slice
                 text = key.value if isinstance(key, ast.Constant) else None
-                return inner.but(key=text if isinstance(text, str) else None, node=expr)
+                return inner.but(key=text if isinstance(text, str) else None)
             if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
                 return inner.but(kind=F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR)
             return None
@@ -429,7 +444,7 @@ class Context:
         if kind == F.LOADED and method in {"get", "pop"} and call.args:
             key = call.args[0]
             text = key.value if isinstance(key, ast.Constant) else None
-            return receiver.but(key=text if isinstance(text, str) else None, node=call)
+            return receiver.but(key=text if isinstance(text, str) else None)
         return self.project.value_of_call(self, call)
 
     def _model_output(self, call: ast.Call, name: str | None, model: Value) -> Value:

@@ -24,6 +24,16 @@ BACKWARD, STEP, ZERO_GRAD, EVAL, TRAIN, MODEL_CALL, SEED, SCALER = (
     "seed",
     "scaler",
 )
+#: Any backward, including a framework's (``accelerator.backward(loss)``).
+LEARNS = "learns"
+#: Generators that hold their own state: seeding one seeds nothing else.
+_LOCAL_GENERATORS = {
+    "torch.Generator",
+    "numpy.random.default_rng",
+    "numpy.random.RandomState",
+    "random.Random",
+    "numpy.random.Generator",
+}
 
 _FRAMEWORK_RECEIVERS = re.compile(r"(^|\.)(accelerator|fabric|trainer|engine|deepspeed\w*|self)$")
 #: Module functions named ``backward`` that are not a tensor's backward: the
@@ -83,8 +93,17 @@ def is_model_call(call: F.CallEvent) -> bool:
 
 
 def is_seed(call: F.CallEvent) -> bool:
+    """A call that seeds a global generator (a local ``torch.Generator`` does not)."""
     name = call.qualname or call.method or _called_name(call.node) or ""
-    return "seed" in name.lower()
+    if "seed" not in name.lower():
+        return False
+    receiver = call.receiver_value
+    return receiver is None or receiver.origin not in _LOCAL_GENERATORS
+
+
+def learns(call: F.CallEvent) -> bool:
+    """Any backward pass: a tensor's, or one a framework runs for the loss."""
+    return is_backward(call) and call.qualname not in _NOT_TENSOR_BACKWARD
 
 
 def _called_name(call: ast.Call) -> str | None:
@@ -107,6 +126,7 @@ PREDICATES = {
     MODEL_CALL: is_model_call,
     SEED: is_seed,
     SCALER: uses_scaler,
+    LEARNS: learns,
 }
 
 

@@ -298,9 +298,23 @@ class _Pass:
             return
         separator = "" if module.endswith(".") else "."
         for alias in node.names:
-            if alias.name != "*":
+            if alias.name == "*":
+                self._star_import(module)
+            else:
                 qualname = f"{module}{separator}{alias.name}"
                 self.ctx.bind_import(alias.asname or alias.name, qualname)
+
+    def _star_import(self, module: str) -> None:
+        """``from models import *``: the names the project module defines and
+        imports (torch too, when it imported torch), from the index; without
+        one, the conventional aliases (``torch``, ``nn``, ``F``, ``np``)."""
+        ctx = self.ctx
+        names = ctx.project.star_names(module)
+        if names is None and not module.startswith(("torch", "numpy")):
+            names = {alias: qualname for alias, qualname in _CONVENTIONAL.items()}
+        for local, qualname in (names or {}).items():
+            if local not in ctx.scopes[-1].imports:
+                ctx.bind_import(local, qualname)
 
     def _assign(self, node: ast.Assign | ast.AnnAssign) -> None:
         self.children(node)
@@ -310,8 +324,16 @@ class _Pass:
         if bound is None and isinstance(node, ast.AnnAssign):
             kind = self._kind_of_annotation(node.annotation)
             bound = None if kind is None else Value(kind)
+        if bound is not None and bound.kind == F.LOADED and bound.key is not None:
+            self._load_key(bound)
         for target in targets:
             self._bind_target(target, value, bound)
+
+    def _load_key(self, value: Value) -> None:
+        if isinstance(value.node, ast.Call) and value.key is not None:
+            facts = self.ctx.module.loads.get(value.node)
+            if facts is not None:
+                facts.keys.add(value.key)
 
     def _bind_target(self, target: ast.expr, value: ast.expr | None, bound: Value | None) -> None:
         ctx = self.ctx
@@ -502,11 +524,49 @@ class _Pass:
             target=ctx.project.call_target(ctx, node),
         )
         ctx.module.calls.append(event)
+        self._note_load_use(event)
         if ctx.function is not None:
             ctx.function.calls.append(event)
         for loop in ctx.loops:
             loop.calls.append(event)
         self.children(node)
+
+    def _note_load_use(self, event: F.CallEvent) -> None:
+        """Record ``torch.load`` calls and how what they return is used."""
+        loads = self.ctx.module.loads
+        if event.qualname in _TORCH_LOADS:
+            loads.setdefault(event.node, F.LoadFacts(event.node))
+            return
+        func = event.node.func
+        if isinstance(func, ast.Attribute) and event.method in _MODULE_USES:
+            for value in self.ctx.candidates(func.value):
+                if value.kind == F.LOADED:
+                    self._load_used(value, _MODULE_USES[event.method], event.node)
+        elif isinstance(func, ast.Name):
+            for value in self.ctx.candidates(func):
+                if value.kind == F.LOADED:
+                    self._load_used(value, "module", event.node)  # `rnn(x)`: a loaded module
+        if event.target is not None:
+            function = self.ctx.project.function(event.target)
+            if function is None:
+                return
+            params = [p for p in function.params if p not in {"self", "cls"}]
+            for param, arg in zip(params, event.node.args, strict=False):
+                passed = self.ctx.value_of(arg)
+                uses = function.param_uses.get(param, ())
+                if (
+                    passed is not None
+                    and passed.kind == F.LOADED
+                    and ("call" in uses or "module" in uses)
+                ):
+                    self._load_used(passed, "module", event.node)
+
+    def _load_used(self, value: Value, use: str, where: ast.AST) -> None:
+        if isinstance(value.node, ast.Call):
+            facts = self.ctx.module.loads.get(value.node)
+            if facts is not None:
+                facts.uses.add(use)
+                facts.where.append(where)
 
     def _if(self, node: ast.If) -> None:
         """Each branch knows its condition: a fact bound under ``if c:`` is not
@@ -562,6 +622,40 @@ _LEAF_TYPES = (
     ast.Global,
     ast.Nonlocal,
 )
+
+_TORCH_LOADS = {"torch.load", "torch.serialization.load"}
+#: What a star import from an unindexed module most likely brought in.
+_CONVENTIONAL = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "optim": "torch.optim",
+    "np": "numpy",
+    "Variable": "torch.autograd.Variable",
+}
+#: Methods that show an object is an nn.Module or an optimizer, not tensors.
+_MODULE_USES = {
+    **dict.fromkeys(
+        (
+            "eval",
+            "train",
+            "parameters",
+            "named_parameters",
+            "modules",
+            "children",
+            "forward",
+            "named_modules",
+            "state_dict",
+            "init_hidden",
+            "initHidden",
+            "apply",
+            "zero_grad",
+        ),
+        "module",
+    ),
+    "step": "optimizer",
+    "param_groups": "optimizer",
+}
 
 #: node type -> the fields that may hold child nodes (never ``ctx``: Load/Store
 #: markers are not code, and skipping them halves the nodes the pass visits).

@@ -140,6 +140,20 @@ class FunctionFacts(Region):
 
 
 @dataclass(eq=False)
+class LoadFacts:
+    """A ``torch.load(...)`` call and what the code does with what it returned."""
+
+    node: ast.Call
+    #: How the loaded object (or an item of it) is used: "module" (called, put
+    #: in eval mode, asked for parameters...), "optimizer" (stepped).
+    uses: set[str] = field(default_factory=set)
+    keys: set[str] = field(default_factory=set)  # items read: ckpt["args"]
+    #: Where each use happens (for the message).
+    where: list[ast.AST] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class ModuleFacts(Region):
     functions: list[FunctionFacts] = field(default_factory=list)
     loops: list[LoopFacts] = field(default_factory=list)
+    loads: dict[ast.Call, LoadFacts] = field(default_factory=dict)

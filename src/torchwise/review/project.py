@@ -19,12 +19,13 @@ change this file's findings invalidates them, and nothing else does.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchwise.review import effects as E
 from torchwise.review import facts as F
@@ -32,7 +33,14 @@ from torchwise.review.facts import Value
 
 if TYPE_CHECKING:
     from torchwise.review.context import Context
-    from torchwise.review.summary import ArgFact, CallFact, ClassFact, FunctionFact, ModuleSummary
+    from torchwise.review.summary import (
+        ArgFact,
+        CallFact,
+        ClassFact,
+        FunctionFact,
+        ModuleSummary,
+        SaveFact,
+    )
 
 #: Layers that make a model behave differently in train and eval mode.
 DROPOUT = re.compile(r"^torch\.nn\.(functional\.)?(\w*[Dd]ropout\w*|alpha_dropout\w*)$")
@@ -62,6 +70,9 @@ MODULE_BASES = {
     "lightning.pytorch.core.LightningModule",
 }
 _NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
+TOP_LEVEL = "<module>"  # the summary's pseudo-function of top-level code
+#: Names that hold the parsed command line in scripts that use argparse.
+NAMESPACE_NAMES = frozenset({"args", "opt", "opts", "options"})
 
 
 def is_torch_module_base(qualname: str) -> bool:
@@ -133,6 +144,7 @@ class ProjectIndex:
         self._effects: dict[str, frozenset[str]] = {}
         self._resolved: dict[tuple[str, tuple[str, ...]], str | None] = {}
         self._callers: dict[str, list[CallSite]] | None = None
+        self._saves: list[tuple[str, SaveFact]] | None = None
         self._dependencies: dict[str, frozenset[str]] = {}
 
     # -- naming and resolution ------------------------------------------------
@@ -288,6 +300,29 @@ class ProjectIndex:
             return self.method(target, "__init__")  # a constructor runs __init__
         return target
 
+    def star_names(self, path: str, depth: int = 0) -> dict[str, str]:
+        """Public names a module exports to a star import: what it defines (as
+        ids) and what it imports (absolute names; relative ones as ids)."""
+        summary = self.summaries.get(path)
+        if summary is None or depth > 4:
+            return {}
+        names: dict[str, str] = {}
+        for star in summary.star_imports:
+            inner = self.module_path(star, path)
+            if inner is not None and inner != path:
+                names.update(self.star_names(inner, depth + 1))
+        for local, written in summary.imports.items():
+            if written.startswith("."):
+                resolved = self.resolve(written, path)
+                if resolved is not None:
+                    names[local] = f"<id>{resolved}"
+            else:
+                names[local] = written
+        for name in [*summary.classes, *summary.functions]:
+            if name != TOP_LEVEL and "." not in name:
+                names[name] = f"<id>{path}::{name}"
+        return {name: value for name, value in names.items() if not name.startswith("_")}
+
     # -- classes ----------------------------------------------------------------
     def klass(self, class_id: str) -> ClassModel | None:
         if class_id in self._classes:
@@ -417,10 +452,45 @@ class ProjectIndex:
         return False
 
     # -- project-wide facts -----------------------------------------------------------
-    def saves(self) -> Iterator[tuple[str, Any]]:
-        for path, summary in self.summaries.items():
-            for save in summary.saves:
-                yield path, save
+    def saves(self) -> list[tuple[str, SaveFact]]:
+        """Every ``torch.save`` of the project, with what its parameters receive
+        filled in from the call sites (``save_checkpoint(..., args)``)."""
+        if self._saves is None:
+            self._saves = []
+            for path, summary in self.summaries.items():
+                for save in summary.saves:
+                    self._saves.append((path, self._resolved_save(path, save)))
+        return self._saves
+
+    def _resolved_save(self, path: str, save: SaveFact) -> SaveFact:
+        imports_argparse = "argparse" in self.summaries[path].imports.values()
+
+        def kind(text: str | None) -> str | None:
+            if text is None or not text.startswith("param:") or save.function is None:
+                return text
+            name = text[6:]
+            passed = self._passed_kind(f"{path}::{save.function}", name)
+            if passed is None and imports_argparse and name in NAMESPACE_NAMES:
+                return "namespace"  # `"args": args` in a script that parses arguments
+            return passed or "other"
+
+        keys = {key: kind(value) or "other" for key, value in save.keys.items()}
+        return dataclasses.replace(save, whole=kind(save.whole), keys=keys)
+
+    def _passed_kind(self, function_id: str, param: str) -> str | None:
+        """The saved kind ("module", "namespace", ...) a caller passes as ``param``."""
+        fact = self.function(function_id)
+        if fact is None:
+            return None
+        params = [p for p in fact.params if p not in {"self", "cls"}]
+        kinds = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
+        for site in self.callers(function_id):
+            passed = dict(zip(params, site.fact.args, strict=False))
+            passed.update(site.fact.keywords)
+            arg = passed.get(param)
+            if arg is not None and arg.kind in kinds:
+                return kinds[arg.kind]
+        return None
 
     def torch_range(self, path: str) -> TorchRange:
         directory = PurePosixPath(path).parent
@@ -602,6 +672,15 @@ class ProjectView:
         klass = self.klass(written)
         return [] if klass is None else list(klass.fact.returns)
 
+    def star_names(self, written: str) -> dict[str, str] | None:
+        """What ``from <written> import *`` binds, when it is a project module."""
+        if self.index is None:
+            return None
+        path = self.index.module_path(written, self.path)
+        if path is None:
+            return None
+        return self.index.star_names(path)
+
     def call_target(self, ctx: Context, call: ast.Call) -> str | None:
         """The project function ``call`` runs, if it resolves."""
         if self.index is None:
@@ -673,8 +752,8 @@ class ProjectView:
     def torch_range(self) -> TorchRange:
         return TorchRange() if self.index is None else self.index.torch_range(self.path)
 
-    def saves(self) -> list[tuple[str, Any]]:
-        return [] if self.index is None else list(self.index.saves())
+    def saves(self) -> list[tuple[str, SaveFact]]:
+        return [] if self.index is None else self.index.saves()
 
 
 def _requalify(origin: str, target: str, view: ProjectView) -> str | None:

@@ -21,10 +21,8 @@ from typing import Any
 from torchwise.review import effects as E
 from torchwise.review import facts as F
 from torchwise.review.context import Context
+from torchwise.review.project import NAMESPACE_NAMES, TOP_LEVEL
 from torchwise.review.registry import Rule
-
-#: The pseudo-function holding a module's top-level statements.
-TOP_LEVEL = "<module>"
 
 Json = Any
 
@@ -102,8 +100,12 @@ class SaveFact:
     line: int
     path: str | None  # the literal file name, when written as a string
     path_text: str
-    whole: str | None  # what is saved, when not a dict: "module", "namespace", ...
+    #: What is saved, when not a dict: "module", "optimizer", "namespace",
+    #: "array", "state", "other", or "param:<name>" for a parameter of the
+    #: enclosing function (the index asks its callers what they pass).
+    whole: str | None
     keys: dict[str, str] = field(default_factory=dict)  # dict key -> what it holds
+    function: str | None = None  # qualname of the enclosing function
 
 
 @dataclass
@@ -214,9 +216,15 @@ def call_ref(ctx: Context, call: ast.Call) -> list[str] | None:
         if function is not None and function.class_name is not None:
             return ["self", function.class_name, func.attr]
     value = ctx.value_of(receiver)
-    if value is not None and value.origin is not None and value.kind in (F.MODULE, F.INSTANCE):
+    if (
+        value is not None
+        and value.origin is not None
+        and value.kind in (F.MODULE, F.INSTANCE, None)
+    ):
         if value.kind == F.MODULE and func.attr in {"train", "eval", "to", "cuda", "cpu"}:
             return None  # mode and device setters of an nn.Module
+        if value.origin.startswith(("torch.", "numpy.")):
+            return None
         return ["value", value.origin, func.attr]
     return None
 
@@ -232,6 +240,23 @@ class Summarizer(Rule):
         self.call_facts: dict[ast.Call, CallFact] = {}
         self.returns: dict[int, ArgFact] = {}  # id(function node) -> first returned value
         self.forward_returns: dict[str, list[ArgFact]] = {}
+        # (id of the function or 0, name) -> what each key of the dict literal it
+        # was last assigned holds: `state = {"model": model, ...}` then torch.save(state)
+        self.dicts: dict[tuple[int, str], dict[str, str]] = {}
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        value = node.value
+        if not isinstance(value, ast.Dict) or any(key is None for key in value.keys):
+            return
+        kinds = {
+            key.value: _saved_kind(ctx, item)
+            for key, item in zip(value.keys, value.values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        }
+        owner = id(ctx.function) if ctx.function is not None else 0
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                self.dicts[(owner, target.id)] = kinds
 
     # -- module-level facts -------------------------------------------------
     def visit_If(self, node: ast.If, ctx: Context) -> None:
@@ -257,7 +282,21 @@ class Summarizer(Rule):
                 in_loop=bool(ctx.loops),
             )
         if ctx.call_name(node) == "torch.save" and node.args:
-            self.summary.saves.append(save_fact(ctx, node))
+            fact = save_fact(ctx, node)
+            saved = node.args[0]
+            if isinstance(saved, ast.Name) and not fact.keys:
+                owner = id(ctx.function) if ctx.function is not None else 0
+                known = self.dicts.get((owner, saved.id))
+                if known is not None:
+                    fact.keys, fact.whole = dict(known), None
+            function = ctx.function
+            if function is not None:
+                fact.function = (
+                    f"{function.class_name}.{function.name}"
+                    if function.class_name
+                    else function.name
+                )
+            self.summary.saves.append(fact)
 
     def visit_Return(self, node: ast.Return, ctx: Context) -> None:
         function = ctx.function
@@ -419,9 +458,16 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
     if isinstance(expr, ast.Constant):
         return "state"
     value = ctx.value_of(expr)
-    if value is None:
-        return "other"
-    return _SAVED_KINDS.get(value.kind or "", "other")
+    kind = None if value is None else _SAVED_KINDS.get(value.kind or "")
+    if kind is not None:
+        return kind
+    if isinstance(expr, ast.Name):
+        function = ctx.function
+        if function is not None and expr.id in function.params:
+            return f"param:{expr.id}"
+        if expr.id in NAMESPACE_NAMES and ctx.qualname(ast.Name("argparse")) == "argparse":
+            return "namespace"  # `"args": args` in a script that parses arguments
+    return "other"
 
 
 def save_fact(ctx: Context, call: ast.Call) -> SaveFact:

@@ -68,7 +68,7 @@ class MissingZeroGrad(Rule):
             self.grad_resets.append(node)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        effects = Effects(module)
+        effects = Effects(module, ctx)
         for function, loops in regions(module):
             calls = function.calls if function else [c for c in module.calls if c.loop_depth]
             for backward in (c for c in calls if is_tensor_backward(c)):

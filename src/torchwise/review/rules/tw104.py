@@ -74,7 +74,7 @@ class EvaluationWithoutEval(Rule):
             self.top_level_no_grad.append(node)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        effects = Effects(module)
+        effects = Effects(module, ctx)
         eval_callers = _functions_called_after_eval(module)
         for function in module.functions:
             if function.in_module_class or not is_evaluation_function(function):

@@ -58,7 +58,7 @@ class TrainingAfterEval(Rule):
     message = "this loop sets the model to `.eval()` and trains again without `.train()`"
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        effects = Effects(module)
+        effects = Effects(module, ctx)
         for _, loops in regions(module):
             for loop in loops:
                 if loop.outer is not None and loop.outer in loops:

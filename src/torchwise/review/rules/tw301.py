@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.review import facts as F
 from torchwise.review.context import Context
 from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._loads import refused_content
 from torchwise.review.rules._security import (
     _RETRY_ERRORS,
     _TORCH_LOADERS,
@@ -61,7 +63,15 @@ class TorchLoadUnsafe(Rule):
     custom config class, ...), so a human must check what the file contains;
     `torch.serialization.add_safe_globals` allowlists the classes you trust.
     Calls that pass `weights_only=False` or a `pickle_module` get no fix: they
-    asked for full unpickling on purpose.
+    asked for full unpickling on purpose. A load that the code or the project's
+    own `torch.save` shows holds a pickled module, optimizer, `Namespace` or
+    array is not reported here: `weights_only=True` would break it, and TW416
+    reports it instead.
+
+    The minimum torch version is `min-torch-version` when configured, else the
+    one the project declares (`pyproject.toml`, `requirements*.txt`,
+    `setup.cfg`, `setup.py`), else 2.4; from 2.6 on, `weights_only=True` is
+    the default and a load without it is not reported.
     """
 
     code = "TW301"
@@ -70,6 +80,11 @@ class TorchLoadUnsafe(Rule):
     severity = Severity.WARNING
     message = "`{callee}` without `weights_only=True` can run arbitrary code from the file"
     fix = Applicability.UNSAFE
+
+    def __init__(self) -> None:
+        # Loads without weights_only: judged at the end of the file, once it is
+        # known whether they load a pickled module (TW416 reports those).
+        self.missing: list[tuple[ast.Call, str, Fix]] = []
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
@@ -93,13 +108,27 @@ class TorchLoadUnsafe(Rule):
             )
             ctx.report(self, node, message=message, callee=callee)
             return
-        settings = ctx.settings
-        minimum = getattr(settings, "min_torch_version", None) or DEFAULT_MIN_TORCH
-        if tuple(minimum) >= _WEIGHTS_ONLY_DEFAULT:
+        if minimum_torch(ctx) >= _WEIGHTS_ONLY_DEFAULT:
             return  # weights_only=True is already the default everywhere the code runs
         fix = Fix(
             "Pass `weights_only=True`",
             (add_keyword(ctx, node, "weights_only=True"),),
             Applicability.UNSAFE,
         )
-        ctx.report(self, node, fix=fix, callee=callee)
+        self.missing.append((node, callee, fix))
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        for node, callee, fix in self.missing:
+            load = module.loads.get(node)
+            if load is not None and refused_content(load, ctx) is not None:
+                continue  # it loads a pickled object: TW416, and weights_only=True would break it
+            ctx.report(self, node, fix=fix, callee=callee)
+
+
+def minimum_torch(ctx: Context) -> tuple[int, int]:
+    """The oldest torch the code must run on: configured, else declared, else the default."""
+    configured: tuple[int, int] | None = getattr(ctx.settings, "min_torch_version", None)
+    if configured is not None:
+        return configured
+    declared = ctx.project.torch_range.minimum
+    return declared if declared is not None else DEFAULT_MIN_TORCH

@@ -7,22 +7,27 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.review import effects as E
 from torchwise.review import facts as F
 from torchwise.review.context import Context
 from torchwise.review.findings import Severity
+from torchwise.review.project import TOP_LEVEL
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _SEEDING_WORDS, _called_name, _loop_header, _trains
+from torchwise.review.rules._checkpoints import _loop_header, _trains
+from torchwise.review.rules._loops import top_level_calls
 
 
 @rule
 class UnseededTrainingScript(Rule):
     """## What it does
-    Flags a training script (a file with an `if __name__ == "__main__":` entry
-    point and a loop that calls `backward()` and steps an optimizer) that
-    never seeds its random number generators: no `torch.manual_seed`,
-    `random.seed`, `np.random.seed`, `seed_everything`, `set_seed` or any
-    other call whose name mentions `seed`. Reported once, at the first
-    training loop.
+    Flags a training script that never seeds its random number generators: a
+    file that runs training when executed (an `if __name__ == "__main__":`
+    entry point, or top-level code) and reaches `backward()` and an optimizer
+    step, directly or through the functions and methods it calls (in any file
+    of the project), without ever calling `torch.manual_seed`, `random.seed`,
+    `np.random.seed`, `seed_everything`, `set_seed` or anything else whose name
+    mentions `seed` (seeding only when a `--seed` flag is given counts).
+    Reported once per file, at its first training loop (or its entry point).
 
     ## Why is this bad?
     Weight initialisation, data shuffling, augmentation and dropout then
@@ -68,27 +73,46 @@ class UnseededTrainingScript(Rule):
     message = "this training script never seeds its random generators: runs are not reproducible"
 
     def __init__(self) -> None:
-        self.entry_point = False
+        self.entry_point: ast.If | None = None
 
     def visit_If(self, node: ast.If, ctx: Context) -> None:
-        test = node.test
-        if (
-            not ctx.functions
-            and isinstance(test, ast.Compare)
-            and isinstance(test.left, ast.Name)
-            and test.left.id == "__name__"
-        ):
-            self.entry_point = True
+        if ctx.function is None and not ctx.classes and _is_main_guard(node.test):
+            self.entry_point = self.entry_point or node
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        if not self.entry_point:
-            return
-        for call in module.calls:
-            name = call.qualname or call.method or _called_name(call.node)
-            if name and any(word in name.lower() for word in _SEEDING_WORDS):
-                return
+        effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
+        if E.SEED in effects or not {E.LEARNS, E.STEP} <= effects:
+            return  # seeded somewhere on the way, or the file does not train when run
+        if any(E.is_seed(call) for call in module.calls):
+            return  # seeds in a function this file defines (a helper it may call)
         loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
         training = [loop for loop in loops if _trains(loop)]
         if training:
             first = min(training, key=lambda loop: getattr(loop.node, "lineno", 0))
             ctx.report(self, _loop_header(first.node))
+        elif self.entry_point is not None:
+            ctx.report(self, _line_of(self.entry_point))
+        else:
+            top = [c for c in top_level_calls(module) if c.target is not None]
+            trainer = next((c for c in top if E.LEARNS in ctx.project.effects(c.target)), None)
+            if trainer is not None:
+                ctx.report(self, trainer.node)
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+    )
+
+
+def _line_of(node: ast.If) -> ast.AST:
+    """The ``if __name__ == "__main__":`` line itself."""
+    test = node.test
+    return ast.Pass(
+        lineno=node.lineno,
+        col_offset=node.col_offset,
+        end_lineno=test.end_lineno,
+        end_col_offset=test.end_col_offset,
+    )
