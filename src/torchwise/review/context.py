@@ -88,6 +88,10 @@ _GRAPH_KEEPING = {
 _DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
 _SHADOWED = ""  # an import binding a local name replaced
 _UNSET: Any = object()
+#: What a name holds after it is assigned a literal, a container or a
+#: comprehension: not a model or a loss, whatever the name says.
+UNTRACKED = Value(None)
+_UNKNOWN = UNTRACKED
 
 
 def canonical(qualname: str) -> str:
@@ -264,14 +268,13 @@ class Context:
             self.shadow(name)
         frame = self._class_of_self(name)
         if frame is not None:
-            attribute = name[5:]
             if value is None:
-                frame.attributes.pop(attribute, None)
+                frame.attributes.pop(name[5:], None)
             else:
-                frame.attributes[attribute] = value
+                frame.attributes[name[5:]] = value
             return
         scope = self.scopes[-1]
-        if value is None:
+        if value is None:  # unknown: the name's conventional meaning applies again
             scope.values.pop(name, None)
             return
         bindings = scope.values.setdefault(name, [])
@@ -360,6 +363,8 @@ class Context:
         if name is None:
             return None
         found = self.lookup(name)
+        if found is _UNKNOWN:
+            return None  # assigned something untracked (a list, a number, ...)
         if found is not None and found.kind is not None:
             return found
         last = name.rsplit(".", 1)[-1]
@@ -385,11 +390,19 @@ class Context:
                 return self._activated(call, activation)
         callee = self.value_of(func)
         if callee is None:
-            project = self.project.value_of_call(self, call)
-            return project
+            if isinstance(func, ast.Name) and func.id == "iter" and call.args:
+                return Value(F.ITERATOR, node=call)
+            return self.project.value_of_call(self, call)
         if callee.kind == F.LOSS_FN:
             through = self._through(call.args)
-            return Value(F.LOSS, origin=callee.origin, through=through[0], crossing=through[1])
+            return Value(
+                F.LOSS,
+                origin=callee.origin,
+                through=through[0],
+                crossing=through[1],
+                flags=callee.flags,
+                node=call,
+            )
         if callee.kind == F.MODULE:
             return self._model_output(call, self.dotted(func), callee)
         return None
@@ -416,7 +429,16 @@ class Context:
             return Value(kind, origin=qualname, model=optimised_model(call), node=call)
         if kind == F.LOSS:
             through, crossing = self._through(call.args)
-            return Value(kind, origin=qualname, through=through, crossing=crossing)
+            return Value(
+                kind,
+                origin=qualname,
+                through=through,
+                crossing=crossing,
+                flags=_reduction_flags(call),
+                node=call,
+            )
+        if kind == F.LOSS_FN:
+            return Value(kind, origin=qualname, flags=_reduction_flags(call), node=call)
         return Value(kind, origin=qualname, node=call)
 
     def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
@@ -576,6 +598,19 @@ class Context:
                 data=fields,
             )
         )
+
+
+def _reduction_flags(call: ast.Call) -> frozenset[str]:
+    """{"unreduced"} for a loss asked for one value per element."""
+    for item in call.keywords:
+        value = item.value
+        if item.arg == "reduction" and not (
+            isinstance(value, ast.Constant) and value.value in ("mean", "sum")
+        ):
+            return frozenset({"unreduced"})  # "none", or decided at run time
+        if item.arg == "reduce" and not (isinstance(value, ast.Constant) and value.value is True):
+            return frozenset({"unreduced"})
+    return frozenset()
 
 
 def optimised_model(call: ast.Call) -> str | None:

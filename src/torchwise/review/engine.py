@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchwise.review import facts as F
-from torchwise.review.context import Binding, ClassFrame, Context, Scope
+from torchwise.review.context import UNTRACKED, Binding, ClassFrame, Context, Scope
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.project import ProjectView
@@ -321,6 +321,8 @@ class _Pass:
         value = node.value
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         bound = None if value is None else self.ctx.value_of(value)
+        if bound is None and isinstance(value, _LITERALS):
+            bound = UNTRACKED  # `loss = []`: the name no longer means a loss
         if bound is None and isinstance(node, ast.AnnAssign):
             kind = self._kind_of_annotation(node.annotation)
             bound = None if kind is None else Value(kind)
@@ -624,6 +626,10 @@ _LEAF_TYPES = (
 )
 
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
+_LITERALS = (
+    ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+    ast.SetComp, ast.JoinedStr, ast.Lambda,
+)  # fmt: skip
 #: What a star import from an unindexed module most likely brought in.
 _CONVENTIONAL = {
     "torch": "torch",

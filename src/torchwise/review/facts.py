@@ -74,6 +74,8 @@ class Value:
     crossing: ast.AST | None = None
     #: For LOADED values: the key read from the loaded object ("settings").
     key: str | None = None
+    #: Extra facts: "unreduced" (a loss with reduction="none": one value per sample).
+    flags: frozenset[str] = frozenset()
     node: ast.AST | None = None
 
     def but(self, **changes: object) -> Value:

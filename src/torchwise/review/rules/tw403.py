@@ -12,6 +12,8 @@ from torchwise.review.findings import Applicability, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import (
     in_compat_code,
+    is_false,
+    keyword,
     replace_fix,
 )
 
@@ -24,7 +26,10 @@ class AutogradVariable(Rule):
     ## Why is this bad?
     `Variable` has been a no-op wrapper since PyTorch 0.4: tensors carry
     autograd state themselves. The call returns its argument (with
-    `requires_grad` set when asked), so it only misleads readers.
+    `requires_grad` set when asked), so it only misleads readers. Worse,
+    `Variable(x, volatile=True)`, the old way to turn autograd off for
+    inference, is silently ignored: evaluation then records the graph and
+    holds the memory of training; it needs `torch.no_grad()`.
 
     ## Example
     ```python
@@ -57,6 +62,14 @@ class AutogradVariable(Rule):
             "torch.autograd.Variable",
             "torch.autograd.variable.Variable",
         }:
+            return
+        volatile = keyword(node, "volatile")
+        if volatile is not None and not is_false(volatile.value):
+            message = (
+                "`Variable(..., volatile=True)` has had no effect since torch 0.4: "
+                "autograd stays on; use `torch.no_grad()`"
+            )
+            ctx.report(self, node, message=message)
             return
         fix = None
         if len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
