@@ -399,11 +399,11 @@ class Context:
                 F.LOSS,
                 origin=callee.origin,
                 through=through[0],
-                crossing=through[1],
+                crossing=_consumed(through[1], call),
                 flags=callee.flags,
                 node=call,
             )
-        if callee.kind == F.MODULE:
+        if callee.kind in (F.MODULE, F.LOADED):  # a loaded object that is called is a model
             return self._model_output(call, self.dotted(func), callee)
         return None
 
@@ -423,6 +423,10 @@ class Context:
                 return Value(F.MODULE if is_module else None, origin=qualname, node=call)
         kind = kind_from_callee(qualname)
         if kind is None:
+            if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1][:1].islower():
+                combined = self._combine_all(call.args)  # torch.sum(loss), torch.cat([...])
+                if combined is not None:
+                    return combined
             # Unknown here, but the index may know it: keep where it came from.
             return Value(None, origin=qualname, node=call)
         if kind == F.OPTIMIZER:
@@ -433,7 +437,7 @@ class Context:
                 kind,
                 origin=qualname,
                 through=through,
-                crossing=crossing,
+                crossing=_consumed(crossing, call),
                 flags=_reduction_flags(call),
                 node=call,
             )
@@ -451,7 +455,7 @@ class Context:
         kind = receiver.kind
         if kind == F.MODULE and method in _SELF_RETURNING:
             return receiver
-        if kind == F.MODULE and method == "forward":
+        if kind in (F.MODULE, F.LOADED) and method == "forward":
             return self._model_output(call, self.dotted(func.value), receiver)
         if kind == F.PARSER and method in {"parse_args", "parse_known_args"}:
             return Value(F.NAMESPACE, node=call)
@@ -472,7 +476,8 @@ class Context:
     def _model_output(self, call: ast.Call, name: str | None, model: Value) -> Value:
         through, crossing = self._through(call.args)
         if through and name is not None and name not in through and crossing is None:
-            crossing = call  # a model applied to another model's undetached output
+            # a model applied to another model's undetached output
+            crossing = F.Crossing(call, name, through)
         models = through | ({name} if name else set())
         activation = self.project.output_activation(self, model)
         return Value(
@@ -502,6 +507,18 @@ class Context:
                 models |= value.through
                 crossing = crossing or value.crossing
         return frozenset(models), crossing
+
+    def _combine_all(self, args: list[ast.expr]) -> Value | None:
+        values: list[Value | None] = []
+        for arg in args:
+            if isinstance(arg, (ast.List, ast.Tuple)):
+                values += [self.value_of(item) for item in arg.elts]
+            else:
+                values.append(self.value_of(arg))
+        combined = None
+        for value in values:
+            combined = self._combine(combined, value)
+        return combined
 
     @staticmethod
     def _combine(left: Value | None, right: Value | None) -> Value | None:
@@ -598,6 +615,13 @@ class Context:
                 data=fields,
             )
         )
+
+
+def _consumed(crossing: F.Crossing | None, loss: ast.Call) -> F.Crossing | None:
+    """Remember the first loss computed from a crossing."""
+    if crossing is None or crossing.consumer is not None:
+        return crossing
+    return F.Crossing(crossing.node, crossing.model, crossing.upstream, loss)
 
 
 def _reduction_flags(call: ast.Call) -> frozenset[str]:

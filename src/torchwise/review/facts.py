@@ -56,6 +56,17 @@ def implied(condition: Branch, by: Branch) -> bool:
 
 
 @dataclass(frozen=True, eq=False)
+class Crossing:
+    """``D(fake)`` where ``fake = G(z)`` was not detached: gradients of
+    whatever is computed from it flow back into ``G``."""
+
+    node: ast.AST  # the call applying the downstream model
+    model: str  # the downstream model ("D")
+    upstream: frozenset[str]  # the models whose outputs it was applied to ({"G"})
+    consumer: ast.AST | None = None  # the first loss computed from it
+
+
+@dataclass(frozen=True, eq=False)
 class Value:
     """What an expression holds, as far as the code shows."""
 
@@ -71,7 +82,7 @@ class Value:
     #: Models whose parameters the tensor's autograd graph reaches (not detached).
     through: frozenset[str] = frozenset()
     #: Where a model was applied to another model's undetached output.
-    crossing: ast.AST | None = None
+    crossing: Crossing | None = None
     #: For LOADED values: the key read from the loaded object ("settings").
     key: str | None = None
     #: Extra facts: "unreduced" (a loss with reduction="none": one value per sample).
