@@ -328,8 +328,17 @@ class _Pass:
             bound = None if kind is None else Value(kind)
         if bound is not None and bound.kind == F.LOADED and bound.key is not None:
             self._load_key(bound)
+        if bound is not None and bound.kind == F.OPTIMIZER and bound.model is not None:
+            self._optimised_is_a_model(bound.model)
         for target in targets:
             self._bind_target(target, value, bound)
+
+    def _optimised_is_a_model(self, name: str) -> None:
+        """``Adam(D.parameters())``: whatever ``D`` is, it is a model."""
+        ctx = self.ctx
+        target = ast.parse(name, mode="eval").body
+        if ctx.kind_of(target) is None:
+            ctx.bind(target, Value(F.MODULE))
 
     def _load_key(self, value: Value) -> None:
         if isinstance(value.node, ast.Call) and value.key is not None:
