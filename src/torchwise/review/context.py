@@ -367,6 +367,8 @@ class Context:
             return None  # assigned something untracked (a list, a number, ...)
         if found is not None and found.kind is not None:
             return found
+        if found is None and self.qualname(expr) is not None:
+            return None  # an imported module or function (`torch.optim`), not a variable
         last = name.rsplit(".", 1)[-1]
         for pattern, kind in _NAME_KINDS:
             if pattern.search(last):

@@ -75,9 +75,8 @@ class DiscriminatorStepThroughGenerator(Rule):
         optimised = {
             value.model
             for call in calls
-            if (value := call.receiver_value) is not None
-            and value.kind == F.OPTIMIZER
-            and value.model is not None
+            for value in (call.receiver_value, _created_optimizer(call, ctx))
+            if value is not None and value.kind == F.OPTIMIZER and value.model is not None
         }
         if len(optimised) < 2:
             return  # a GAN has (at least) one optimizer per model
@@ -104,6 +103,12 @@ class DiscriminatorStepThroughGenerator(Rule):
             if behind and id(node) not in reported and stepped not in crossing.upstream:
                 reported.add(id(node))
                 ctx.report(self, node, model=stepped, upstream=behind[0])
+
+
+def _created_optimizer(call: F.CallEvent, ctx: Context) -> F.Value | None:
+    if call.qualname is None or not call.qualname.startswith("torch.optim."):
+        return None
+    return ctx.value_of(call.node)
 
 
 def _stepped_model(step: F.CallEvent | None) -> str | None:
