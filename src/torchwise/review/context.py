@@ -86,8 +86,12 @@ _GRAPH_KEEPING = {
     "split", "narrow", "select", "masked_fill", "type_as", "abs", "neg", "norm", "max", "min",
 }  # fmt: skip
 _DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
+_DROPOUT_LAYER = re.compile(r"^torch\.nn\.(\w*Dropout\w*|Transformer\w*)$")
+_NORM_LAYER = re.compile(r"^torch\.nn\.(BatchNorm\w*|SyncBatchNorm|LazyBatchNorm\w*)$")
 _SHADOWED = ""  # an import binding a local name replaced
 _UNSET: Any = object()
+#: A value known only from its name (`model`, `optimizer`): what it most likely is.
+_GUESSED = frozenset({"guessed"})
 #: What a name holds after it is assigned a literal, a container or a
 #: comprehension: not a model or a loss, whatever the name says.
 UNTRACKED = Value(None)
@@ -372,7 +376,7 @@ class Context:
         last = name.rsplit(".", 1)[-1]
         for pattern, kind in _NAME_KINDS:
             if pattern.search(last):
-                return Value(kind, origin=found.origin if found else None)
+                return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
         return found
 
     def kind_of_call(self, call: ast.Call) -> str | None:
@@ -445,6 +449,8 @@ class Context:
             )
         if kind == F.LOSS_FN:
             return Value(kind, origin=qualname, flags=_reduction_flags(call), node=call)
+        if kind == F.MODULE:
+            return self._layer(call, qualname)
         return Value(kind, origin=qualname, node=call)
 
     def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
@@ -474,6 +480,40 @@ class Context:
             text = key.value if isinstance(key, ast.Constant) else None
             return receiver.but(key=text if isinstance(text, str) else None)
         return self.project.value_of_call(self, call)
+
+    def _layer(self, call: ast.Call, qualname: str) -> Value:
+        """A torch.nn layer: what it contains (dropout, batch norm, parts we cannot
+        see) and the activation its output ends in (nn.Sequential(..., nn.Softmax()))."""
+        activation = ACTIVATION_MODULES.get(qualname)
+        if activation is not None:
+            return Value(F.MODULE, origin=qualname, activation=activation, node=call)
+        flags: set[str] = set()
+        node: ast.AST = call
+        if qualname in {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}:
+            parts = [self.value_of(arg) for arg in call.args if not isinstance(arg, ast.Starred)]
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or call.keywords:
+                flags.add("opaque")
+            for part in parts:
+                if part is None or part.kind != F.MODULE:
+                    flags.add("opaque")
+                else:
+                    flags |= part.flags
+                    if part.origin is None or not part.origin.startswith("torch.nn."):
+                        flags.add("opaque")
+            last = parts[-1] if parts and qualname == "torch.nn.Sequential" else None
+            if last is not None and last.activation is not None:
+                return Value(
+                    F.MODULE,
+                    origin=qualname,
+                    activation=last.activation,
+                    node=last.node or call,
+                    flags=frozenset(flags),
+                )
+        elif _DROPOUT_LAYER.match(qualname):
+            flags.add("dropout")
+        elif _NORM_LAYER.match(qualname):
+            flags.add("batchnorm")
+        return Value(F.MODULE, origin=qualname, node=node, flags=frozenset(flags))
 
     def _model_output(self, call: ast.Call, name: str | None, model: Value) -> Value:
         through, crossing = self._through(call.args)

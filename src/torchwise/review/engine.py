@@ -226,6 +226,8 @@ class _Pass:
                     self.ctx.scopes[0].module_classes.add(statement.name)
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.ctx.scopes[0].functions.add(statement.name)
+            elif isinstance(statement, ast.Assign):
+                self._prescan_global(statement)
             elif isinstance(statement, ast.If):
                 self._prescan(statement.orelse)
                 self._prescan(statement.body)  # the first branch wins, as in most readers
@@ -235,6 +237,21 @@ class _Pass:
                 for handler in statement.handlers:
                     self._prescan(handler.body)
                 self._prescan(statement.body)
+
+    def _prescan_global(self, statement: ast.Assign) -> None:
+        """``model = Net()`` at module level (even under ``if __name__ == ...``,
+        even below the functions that use it): functions see it, as at run time.
+        Only the first such assignment of a name, and only a model, a loss
+        function, an optimizer or a loader; the pass rebinds it in order."""
+        ctx = self.ctx
+        if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
+            return
+        name = statement.targets[0].id
+        if name in ctx.scopes[0].values or not isinstance(statement.value, ast.Call):
+            return
+        value = ctx.value_of(statement.value)
+        if value is not None and value.kind in _GLOBAL_KINDS:
+            ctx.scopes[0].values[name] = [Binding(value, ())]
 
     def visit(self, node: ast.AST) -> None:
         kind = type(node)
@@ -635,6 +652,7 @@ _LEAF_TYPES = (
 )
 
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
+_GLOBAL_KINDS = {F.MODULE, F.LOSS_FN, F.OPTIMIZER, F.LOADER}
 _LITERALS = (
     ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
     ast.SetComp, ast.JoinedStr, ast.Lambda,

@@ -700,19 +700,28 @@ class ProjectView:
         params = list(function.params)
         if function.class_name is not None and params[:1] in (["self"], ["cls"]):
             params = params[1:]
-        seen: dict[str, set[tuple[str | None, str | None]]] = {}
+        seen: dict[str, set[tuple[str | None, str | None, bool, tuple[str, ...]]]] = {}
         for site in sites:
             passed = dict(zip(params, site.fact.args, strict=False))
             passed.update(site.fact.keywords)
             for name in params:
                 arg = passed.get(name)
-                seen.setdefault(name, set()).add(self._passed(arg, site.path))
+                kind, origin = self._passed(arg, site.path)
+                guessed = arg is not None and arg.guessed
+                flags = tuple(arg.flags) if arg is not None else ()
+                seen.setdefault(name, set()).add((kind, origin, guessed, flags))
         values = {}
         for name, keys in seen.items():
+            kinds = {kind for kind, _, _, _ in keys}
             if len(keys) == 1:
-                kind, origin = next(iter(keys))
+                kind, origin, guessed, flags = next(iter(keys))
                 if kind is not None:
-                    values[name] = Value(kind, origin=origin)
+                    mark = {"guessed"} if guessed else set()
+                    values[name] = Value(kind, origin=origin, flags=frozenset({*flags, *mark}))
+            elif kinds <= {F.MODULE, F.LOADED}:
+                # Different models at different call sites: still a model, of no one class.
+                guessed = all(g for _, _, g, _ in keys)
+                values[name] = Value(F.MODULE, flags=frozenset({"guessed"} if guessed else ()))
         return values
 
     def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None]:

@@ -38,6 +38,8 @@ class ArgFact:
     has_literal: bool = False
     activation: str | None = None
     line: int | None = None  # where the value (or its activation) was made
+    guessed: bool = False  # known only from the name it has (`model`, `loader`)
+    flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
 
 
 @dataclass
@@ -195,6 +197,8 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         fact.kind, fact.origin, fact.activation = value.kind, value.origin, value.activation
         node = value.node
         fact.line = getattr(node, "lineno", None)
+        fact.guessed = "guessed" in value.flags
+        fact.flags = sorted(value.flags - {"guessed"})
     return fact
 
 
