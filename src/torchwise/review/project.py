@@ -422,6 +422,25 @@ class ProjectIndex:
             )
         return frozenset(found)
 
+    def trains_over(self, function_id: str, param: str) -> bool:
+        """Whether the function trains over its parameter ``param``: a loop over it
+        backpropagates and steps (directly or through the functions it calls)."""
+        fact = self.function(function_id)
+        if fact is None:
+            return False
+        path = function_id.partition("::")[0]
+        for loop in fact.loops:
+            if loop.iterated != param:
+                continue
+            found = set(loop.effects)
+            for index in loop.calls:
+                target = self.ref_target(fact.calls[index].ref, path, fact.class_name)
+                if target is not None and target != function_id:
+                    found |= self.effects(target)
+            if {E.STEP} <= found and found & {E.BACKWARD, E.LEARNS}:
+                return True
+        return False
+
     # -- call sites -----------------------------------------------------------------
     def callers(self, function_id: str) -> list[CallSite]:
         if self._callers is None:
@@ -747,6 +766,11 @@ class ProjectView:
         if self.index is None or target is None:
             return None
         return self.index.function(target)
+
+    def trains_over(self, target: str | None, param: str) -> bool:
+        return (
+            self.index is not None and target is not None and self.index.trains_over(target, param)
+        )
 
     def callers(self, target: str | None) -> list[CallSite]:
         if self.index is None or target is None:
