@@ -62,6 +62,9 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "metric-averaged-wrongly": ("TW143",),
     "resume-incomplete-state": ("TW603",),
     "split-leakage": ("TW606",),
+    "lr-schedule-misconfigured": ("TW144",),
+    "hyperparameter-ignored": ("TW145",),
+    "model-selection-on-test-set": ("TW607",),
 }
 #: Categories whose recorded line is nominal: any finding in the file counts.
 PER_FILE = {"never-seeded", "partially-seeded"}

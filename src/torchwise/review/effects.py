@@ -26,6 +26,8 @@ BACKWARD, STEP, ZERO_GRAD, EVAL, TRAIN, MODEL_CALL, SEED, SCALER = (
 )
 #: Any backward, including a framework's (``accelerator.backward(loss)``).
 LEARNS = "learns"
+BUILDS_MODEL = "builds_model"
+BUILDS_OPTIMIZER = "builds_optimizer"
 #: Generators that hold their own state: seeding one seeds nothing else.
 _LOCAL_GENERATORS = {
     "torch.Generator",
@@ -101,6 +103,16 @@ def is_seed(call: F.CallEvent) -> bool:
     return receiver is None or receiver.origin not in _LOCAL_GENERATORS
 
 
+def builds_optimizer(call: F.CallEvent) -> bool:
+    qualname = call.qualname or ""
+    last = qualname.rsplit(".", 1)[-1]
+    return (
+        qualname.startswith("torch.optim.")
+        and last[:1].isupper()
+        and "lr_scheduler" not in qualname
+    )
+
+
 def learns(call: F.CallEvent) -> bool:
     """Any backward pass: a tensor's, or one a framework runs for the loss."""
     return is_backward(call) and call.qualname not in _NOT_TENSOR_BACKWARD
@@ -127,6 +139,8 @@ PREDICATES = {
     SEED: is_seed,
     SCALER: uses_scaler,
     LEARNS: learns,
+    BUILDS_MODEL: lambda call: call.builds_model,
+    BUILDS_OPTIMIZER: lambda call: builds_optimizer(call),
 }
 
 

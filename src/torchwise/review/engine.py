@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchwise.review import facts as F
-from torchwise.review.context import UNTRACKED, Binding, ClassFrame, Context, Scope
+from torchwise.review.context import (
+    UNTRACKED,
+    Binding,
+    ClassFrame,
+    Context,
+    Scope,
+    kind_from_callee,
+)
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.project import ProjectView
@@ -550,6 +557,7 @@ class _Pass:
             loop_depth=len(ctx.loops),
             branch=ctx.branch,
             target=ctx.project.call_target(ctx, node),
+            builds_model=_builds_model(ctx, qualname),
         )
         ctx.module.calls.append(event)
         self._note_load_use(event)
@@ -694,6 +702,24 @@ _MODULE_USES = {
 #: markers are not code, and skipping them halves the nodes the pass visits).
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def _builds_model(ctx: Context, qualname: str | None) -> bool:
+    """A call that constructs a model: a torch.nn layer, a module class of the
+    project, a torchvision constructor, ``from_pretrained``/``create_model``."""
+    if qualname is None:
+        return False
+    last = qualname.rsplit(".", 1)[-1]
+    if last in {"from_pretrained", "create_model"}:
+        return True
+    if qualname.startswith(("torch.", "torchvision.")):
+        wrappers = {"torch.compile", "torch.jit.script"}
+        return kind_from_callee(qualname) == F.MODULE and qualname not in wrappers
+    if not last[:1].isupper():
+        return False
+    if qualname.startswith("<local>."):
+        return ctx.is_module_base(ast.Name(last))
+    return ctx.project.is_module_class(ctx, qualname)
 
 
 def _child_fields(node: ast.AST) -> tuple[str, ...]:

@@ -108,6 +108,7 @@ class CallEvent:
     branch: Branch = ()
     #: The project function this call runs ("module:qualname"), when it resolves.
     target: str | None = None
+    builds_model: bool = False  # Net(...), nn.Linear(...), resnet18(), from_pretrained(...)
 
     @property
     def line(self) -> int:
