@@ -91,11 +91,7 @@ class OptimizerCreatedPerEpoch(Rule):
         for outer in enclosing_loops(loop):
             if any(c.builds_model for c in outer.calls):
                 return  # a new model each time (k-fold, sweeps): a new optimizer is right
-        if (
-            effects.region_does(loop.calls, "step")
-            and any(inner is not loop and inner.outer is loop for inner in [loop]) is False
-            and _epoch_loop(loop, effects)
-        ):
+        if _trains_in(loop, effects):
             ctx.report(self, creation.node, where="on every pass of this loop")
 
     def _per_call(
@@ -108,6 +104,6 @@ class OptimizerCreatedPerEpoch(Rule):
             ctx.report(self, creation.node, where=where)
 
 
-def _epoch_loop(loop: F.LoopFacts, effects: Effects) -> bool:
-    """A loop whose iterations each run a whole training loop (an epoch loop)."""
+def _trains_in(loop: F.LoopFacts, effects: Effects) -> bool:
+    """Each pass of the loop trains with the optimizer it builds."""
     return effects.region_does(loop.calls, "step") and effects.region_does(loop.calls, "backward")
