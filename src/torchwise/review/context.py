@@ -309,10 +309,23 @@ class Context:
                 continue  # class bodies do not enclose their methods
             bindings = scope.values.get(name)
             if bindings:
-                for binding in reversed(bindings):
-                    if not F.exclusive(binding.branch, self.branch):
-                        return binding.value
-                return None
+                visible = [b.value for b in bindings if not F.exclusive(b.branch, self.branch)]
+                if not visible:
+                    return None
+                latest = visible[-1]
+                if latest.kind == F.LOADED:
+                    # `model = Net()` / else `model = torch.load(...)`: the restored
+                    # object plays the same role, so it is most likely the same class.
+                    built = [
+                        v
+                        for v in visible
+                        if v.kind in (F.MODULE, None)
+                        and v.origin
+                        and not v.origin.startswith("torch")
+                    ]
+                    if built:
+                        return built[-1]
+                return latest
         return None
 
     def candidates(self, expr: ast.AST) -> list[Value]:
@@ -463,6 +476,8 @@ class Context:
         kind = receiver.kind
         if kind == F.MODULE and method in _SELF_RETURNING:
             return receiver
+        if kind is None and receiver.origin and method in {"to", "cuda", "cpu", "train", "eval"}:
+            return receiver  # an instance of a class we will know from the index
         if kind in (F.MODULE, F.LOADED) and method == "forward":
             return self._model_output(call, self.dotted(func.value), receiver)
         if kind == F.PARSER and method in {"parse_args", "parse_known_args"}:
@@ -475,6 +490,8 @@ class Context:
             if method in _GRAPH_KEEPING:
                 return receiver.but(activation=None) if method not in {"to", "float"} else receiver
             return None
+        if kind == F.LOADED and method in _SELF_RETURNING:
+            return receiver  # `torch.load(...).to(device)`: still what was loaded
         if kind == F.LOADED and method in {"get", "pop"} and call.args:
             key = call.args[0]
             text = key.value if isinstance(key, ast.Constant) else None

@@ -354,8 +354,41 @@ class _Pass:
             self._load_key(bound)
         if bound is not None and bound.kind == F.OPTIMIZER and bound.model is not None:
             self._optimised_is_a_model(bound.model)
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is False
+        ):
+            for target in node.targets:
+                self._freeze(target, node)
         for target in targets:
             self._bind_target(target, value, bound)
+
+    def _freeze(self, target: ast.expr, node: ast.AST) -> None:
+        """``p.requires_grad = False`` in ``for p in X.parameters():``."""
+        if not (
+            isinstance(target, ast.Attribute)
+            and target.attr == "requires_grad"
+            and isinstance(target.value, ast.Name)
+        ):
+            return
+        parameter = target.value.id
+        for loop in reversed(self.ctx.loops):
+            loop_node = loop.node
+            if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
+                continue
+            owner = _parameters_of(loop_node, parameter)
+            if owner is not None:
+                self._record_freeze(owner, node, partial=self.ctx.branch != loop.branch)
+                return
+
+    def _record_freeze(self, owner: ast.expr, node: ast.AST, partial: bool = False) -> None:
+        ctx = self.ctx
+        name = ctx.dotted(owner)
+        if name is not None:
+            ctx.module.freezes.append(
+                F.FreezeFacts(node, name, ctx.value_of(owner), ctx.function, ctx.branch, partial)
+            )
 
     def _optimised_is_a_model(self, name: str) -> None:
         """``Adam(D.parameters())``: whatever ``D`` is, it is a model."""
@@ -561,6 +594,14 @@ class _Pass:
         )
         ctx.module.calls.append(event)
         self._note_load_use(event)
+        if (
+            method == "requires_grad_"
+            and isinstance(func, ast.Attribute)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value is False
+        ):
+            self._record_freeze(func.value, node)  # model.backbone.requires_grad_(False)
         if ctx.function is not None:
             ctx.function.calls.append(event)
         for loop in ctx.loops:
@@ -749,6 +790,23 @@ def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:
         text = ctx.text(test).replace(" is not ", " is ").replace(" != ", " == ")
         return text, not polarity
     return ctx.text(test), polarity
+
+
+def _parameters_of(loop: ast.For | ast.AsyncFor, parameter: str) -> ast.expr | None:
+    """``X`` when ``loop`` is ``for <parameter> in X.parameters():`` (or
+    ``for _, <parameter> in X.named_parameters():``)."""
+    target, iterated = loop.target, loop.iter
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        target = target.elts[1]
+    if not (isinstance(target, ast.Name) and target.id == parameter):
+        return None
+    if (
+        isinstance(iterated, ast.Call)
+        and isinstance(iterated.func, ast.Attribute)
+        and iterated.func.attr in {"parameters", "named_parameters"}
+    ):
+        return iterated.func.value
+    return None
 
 
 def _iterated(expr: ast.expr) -> ast.expr:

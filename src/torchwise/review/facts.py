@@ -167,7 +167,21 @@ class LoadFacts:
 
 
 @dataclass(eq=False)
+class FreezeFacts:
+    """``for p in X.parameters(): p.requires_grad = False`` (or
+    ``X.requires_grad_(False)``): the parameters of ``X`` are frozen."""
+
+    node: ast.AST
+    owner: str  # "backbone", "self.resnet", "model.encoder"
+    value: Value | None  # what the owner held there
+    function: FunctionFacts | None
+    branch: Branch
+    partial: bool = False  # under a condition inside the loop: some parameters only
+
+
+@dataclass(eq=False)
 class ModuleFacts(Region):
     functions: list[FunctionFacts] = field(default_factory=list)
     loops: list[LoopFacts] = field(default_factory=list)
     loads: dict[ast.Call, LoadFacts] = field(default_factory=dict)
+    freezes: list[FreezeFacts] = field(default_factory=list)

@@ -111,6 +111,8 @@ class ClassModel:
     batchnorm: bool
     unknown: bool  # some base or part could not be resolved: it may have either
     train_override: bool  # defines `train` that is not nn.Module.train(mode)
+    #: Frozen (requires_grad=False) attributes with batch norm inside.
+    frozen_batchnorm: tuple[str, ...] = ()
 
 
 @dataclass
@@ -375,7 +377,12 @@ class ProjectIndex:
         override = fact.train_params is not None and (
             not fact.train_sets_mode or not fact.train_params or fact.train_required > 0
         )
-        model = ClassModel(class_id, fact, is_module, dropout, batchnorm, unknown, override)
+        frozen = tuple(
+            attr for attr in fact.frozen if _has_batchnorm(fact.attributes.get(attr), batchnorm)
+        )
+        model = ClassModel(
+            class_id, fact, is_module, dropout, batchnorm, unknown, override, frozen
+        )
         self._classes[class_id] = model
         return model
 
@@ -567,6 +574,17 @@ class ProjectIndex:
 
     def view(self, path: str) -> ProjectView:
         return ProjectView(self, path)
+
+
+def _has_batchnorm(attribute: ArgFact | None, class_has_batchnorm: bool) -> bool:
+    """Whether an attribute holds batch norm: its constructor says so, or it is an
+    opaque container (``nn.Sequential(*resnet_children)``) in a class that has some."""
+    if attribute is None:
+        return class_has_batchnorm
+    origin = attribute.origin or ""
+    if "batchnorm" in attribute.flags or TORCHVISION_BN.match(origin) or BATCHNORM.match(origin):
+        return True
+    return class_has_batchnorm and ("opaque" in attribute.flags or not origin)
 
 
 def _passed_as(call: CallFact, flag: str, callee: FunctionFact | None) -> str | None:

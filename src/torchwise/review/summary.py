@@ -95,6 +95,9 @@ class ClassFact:
     train_required: int = 0  # parameters without a default
     train_sets_mode: bool = False
     train_line: int | None = None
+    #: Attributes whose parameters every instance freezes (in __init__ or a
+    #: method __init__ calls): `for p in self.resnet.parameters(): p.requires_grad = False`.
+    frozen: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -355,6 +358,8 @@ class Summarizer(Rule):
                 origin=v.origin,
                 activation=v.activation,
                 line=getattr(v.node, "lineno", None),
+                guessed="guessed" in v.flags,
+                flags=sorted(v.flags - {"guessed"}),
             )
             for attr, v in frame.attributes.items()
         }
@@ -378,6 +383,7 @@ class Summarizer(Rule):
                     c.method in {"train", "eval"} or c.method == "__init__" for c in method.calls
                 ) or _assigns_training(method.node)
         fact.layers = sorted(layers)
+        fact.frozen = _frozen_at_construction(node.name, methods, ctx)
         self.summary.classes[node.name] = fact
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
@@ -422,6 +428,30 @@ class Summarizer(Rule):
             inner = [index[id(call)] for call in loop.calls if id(call) in index]
             fact.loops.append(LoopFact(loop.iterated, effects, inner))
         return fact
+
+
+def _frozen_at_construction(
+    class_name: str, methods: list[F.FunctionFacts], ctx: Context
+) -> list[str]:
+    init = next((m for m in methods if m.name == "__init__"), None)
+    if init is None:
+        return []
+    at_construction = {"__init__"} | {
+        call.method for call in init.calls if call.receiver == "self" and call.method
+    }
+    frozen = set()
+    for freeze in ctx.module.freezes:
+        function = freeze.function
+        if (
+            function is not None
+            and function.class_name == class_name
+            and function.name in at_construction
+            and freeze.owner.startswith("self.")
+            and freeze.owner.count(".") == 1
+            and not freeze.partial
+        ):
+            frozen.add(freeze.owner[5:])
+    return sorted(frozen)
 
 
 _MODULE_METHODS = {
