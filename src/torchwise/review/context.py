@@ -92,6 +92,8 @@ _SHADOWED = ""  # an import binding a local name replaced
 _UNSET: Any = object()
 #: A value known only from its name (`model`, `optimizer`): what it most likely is.
 _GUESSED = frozenset({"guessed"})
+#: The activation is the model's own last layer (not applied by this code).
+_MODEL_ACTIVATION = frozenset({"model_activation"})
 #: What a name holds after it is assigned a literal, a container or a
 #: comprehension: not a model or a loss, whatever the name says.
 UNTRACKED = Value(None)
@@ -402,8 +404,11 @@ class Context:
         if qualname is not None:
             return self._value_of_resolved(call, qualname)
         if isinstance(func, ast.Attribute):
-            return self._value_of_method(call, func)
-        if isinstance(func, ast.Call):  # nn.Softmax(dim=1)(x)
+            held = self.lookup(self.dotted(func) or "") if self.dotted(func) else None
+            if held is None or held.kind not in (F.MODULE, F.LOSS_FN, F.LOADED):
+                return self._value_of_method(call, func)
+            # `self.head(x)`: the attribute holds a module; calling it runs it.
+        elif isinstance(func, ast.Call):  # nn.Softmax(dim=1)(x)
             activation = ACTIVATION_MODULES.get(self.call_name(func) or "")
             if activation is not None:
                 return self._activated(call, activation)
@@ -538,7 +543,7 @@ class Context:
             # a model applied to another model's undetached output
             crossing = F.Crossing(call, name, through)
         models = through | ({name} if name else set())
-        activation = self.project.output_activation(self, model)
+        activation, activation_at = self.project.output_activation(self, model)
         return Value(
             F.OUTPUT,
             origin=model.origin,
@@ -546,20 +551,23 @@ class Context:
             through=frozenset(models),
             crossing=crossing,
             activation=activation,
+            activation_at=activation_at,
             node=call,
+            flags=_MODEL_ACTIVATION if activation else frozenset(),
         )
 
     def _activated(self, call: ast.Call, activation: str, operand: ast.expr | None = None) -> Value:
         if operand is None:
             operand = call.args[0] if call.args else None
         inner = None if operand is None else self.value_of(operand)
+        at = (None, call.lineno)
         if inner is not None and inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
-            return inner.but(kind=F.OUTPUT, activation=activation, node=call)
-        return Value(F.TENSOR, activation=activation, node=call)
+            return inner.but(kind=F.OUTPUT, activation=activation, activation_at=at, node=call)
+        return Value(F.TENSOR, activation=activation, activation_at=at, node=call)
 
-    def _through(self, args: list[ast.expr]) -> tuple[frozenset[str], ast.AST | None]:
+    def _through(self, args: list[ast.expr]) -> tuple[frozenset[str], F.Crossing | None]:
         models: set[str] = set()
-        crossing = None
+        crossing: F.Crossing | None = None
         for arg in args:
             value = self.value_of(arg)
             if value is not None and value.through:

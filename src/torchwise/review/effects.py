@@ -103,6 +103,10 @@ def is_seed(call: F.CallEvent) -> bool:
     return receiver is None or receiver.origin not in _LOCAL_GENERATORS
 
 
+def builds_model(call: F.CallEvent) -> bool:
+    return call.builds_model
+
+
 def builds_optimizer(call: F.CallEvent) -> bool:
     qualname = call.qualname or ""
     last = qualname.rsplit(".", 1)[-1]
@@ -139,8 +143,8 @@ PREDICATES = {
     SEED: is_seed,
     SCALER: uses_scaler,
     LEARNS: learns,
-    BUILDS_MODEL: lambda call: call.builds_model,
-    BUILDS_OPTIMIZER: lambda call: builds_optimizer(call),
+    BUILDS_MODEL: builds_model,
+    BUILDS_OPTIMIZER: builds_optimizer,
 }
 
 

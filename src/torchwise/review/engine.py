@@ -429,7 +429,15 @@ class _Pass:
             returns = self.ctx.project.returns(bound.origin)
             if len(returns) == count:
                 # `validity, label = discriminator(x)`: each element's own activation.
-                return [bound.but(activation=item.activation, node=bound.node) for item in returns]
+                return [
+                    bound.but(
+                        activation=item.activation,
+                        activation_at=at,
+                        node=bound.node,
+                        flags=bound.flags | ({"model_activation"} if item.activation else set()),
+                    )
+                    for item, at in returns
+                ]
             return [bound.but(activation=None)] * count
         if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR):
             return [bound] * count  # `encoder, decoder = torch.load(...)`

@@ -76,6 +76,8 @@ class Value:
     origin: str | None = None
     #: "softmax"/"sigmoid"/"log_softmax" when the tensor is such an output.
     activation: str | None = None
+    #: Where that activation is applied: (file, line); file None for this file.
+    activation_at: tuple[str | None, int] | None = None
     #: Outputs: the model (dotted name) that computed it; optimizers: the model
     #: whose parameters they update.
     model: str | None = None

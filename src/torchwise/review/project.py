@@ -695,19 +695,33 @@ class ProjectView:
             return summary.imports[name]
         return f"<local>.{name}"
 
-    def output_activation(self, ctx: Context, model: Value) -> str | None:
-        """The activation a model's output ends in: an ``nn.Sequential`` whose last
-        layer is a softmax, or a project class whose forward returns one."""
+    def output_activation(
+        self, ctx: Context, model: Value
+    ) -> tuple[str | None, tuple[str | None, int] | None]:
+        """The activation a model's output ends in, and where it is applied: an
+        ``nn.Sequential`` whose last layer is a softmax, or a project class whose
+        forward returns one."""
         if model.activation is not None:
-            return model.activation
+            line = getattr(model.node, "lineno", None)
+            return model.activation, None if line is None else (None, line)
         klass = self.klass(model.origin)
         if klass is not None and len(klass.fact.returns) == 1:
-            return klass.fact.returns[0].activation
-        return None
+            returned = klass.fact.returns[0]
+            return returned.activation, self._where(klass, returned)
+        return None, None
 
-    def returns(self, written: str | None) -> list[ArgFact]:
+    def _where(self, klass: ClassModel, returned: ArgFact) -> tuple[str | None, int] | None:
+        if returned.line is None:
+            return None
+        path = klass.id.partition("::")[0]
+        return (None if path == self.path else path), returned.line
+
+    def returns(self, written: str | None) -> list[tuple[ArgFact, tuple[str | None, int] | None]]:
+        """What each element of a project model's ``forward`` return value holds."""
         klass = self.klass(written)
-        return [] if klass is None else list(klass.fact.returns)
+        if klass is None:
+            return []
+        return [(item, self._where(klass, item)) for item in klass.fact.returns]
 
     def star_names(self, written: str) -> dict[str, str] | None:
         """What ``from <written> import *`` binds, when it is a project module."""

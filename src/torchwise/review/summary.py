@@ -200,6 +200,8 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         fact.kind, fact.origin, fact.activation = value.kind, value.origin, value.activation
         node = value.node
         fact.line = getattr(node, "lineno", None)
+        if value.activation_at is not None and value.activation_at[0] is None:
+            fact.line = value.activation_at[1]  # where the activation is applied
         fact.guessed = "guessed" in value.flags
         fact.flags = sorted(value.flags - {"guessed"})
     return fact

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import ast
 
+from torchwise.review import facts as F
 from torchwise.review.context import Context
 from torchwise.review.findings import Applicability, Fix
 from torchwise.review.registry import Rule
@@ -183,17 +184,62 @@ class _LossInputRule(Rule, abc.ABC):
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
         self.values.assign(node, ctx)
 
+    #: Also follow activations that a model's output ends in (another class, another file).
+    follows_models = False
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        loss = self.values.loss_of(node, ctx)
+        loss = self.values.loss_of(node, ctx) or _loss_of_value(node, ctx)
         if loss is not None:
             prediction = loss_input(node)
             if prediction is not None:
-                self.check(node, loss, self.values.tensor_kind(prediction, ctx), ctx)
+                given = self.values.tensor_kind(prediction, ctx)
+                if given is not None:
+                    self.check(node, loss, given, ctx)
+                elif self.follows_models:
+                    self._from_model(node, loss, prediction, ctx)
         self.values.forget_in_place(node, ctx)
 
+    def _from_model(self, node: ast.Call, loss: str, prediction: ast.expr, ctx: Context) -> None:
+        value = ctx.value_of(prediction)
+        if value is None or value.kind != F.OUTPUT or "model_activation" not in value.flags:
+            return
+        if value.activation is None:
+            return
+        at = value.activation_at
+        if at is not None and at[0] is None:
+            # The layer is in this file: report where the fix belongs, the layer.
+            where: ast.AST = _line_marker(ctx, at[1])
+            note = f" (the model's output ends in it; the loss is at line {node.lineno})"
+        else:
+            where = node
+            place = "" if at is None else f" at {at[0]}:{at[1]}"
+            note = f" (the model's output ends in it{place})"
+        self.check(where, loss, value.activation, ctx, note)
+
     @abc.abstractmethod
-    def check(self, call: ast.Call, loss: str, given: str | None, ctx: Context) -> None:
+    def check(
+        self, call: ast.AST, loss: str, given: str | None, ctx: Context, note: str = ""
+    ) -> None:
         """Report when ``given`` (what fed the loss) is wrong for ``loss``."""
+
+
+def _loss_of_value(call: ast.Call, ctx: Context) -> str | None:
+    """The loss a call computes, when the callee is a loss module known to the
+    engine (built in another function: ``self.criterion = nn.CrossEntropyLoss()``)."""
+    func = call.func
+    if not isinstance(func, (ast.Name, ast.Attribute)):
+        return None
+    value = ctx.value_of(func)
+    if value is None or value.kind != F.LOSS_FN or value.origin is None:
+        return None
+    return _LOSS_MODULES.get(value.origin)
+
+
+def _line_marker(ctx: Context, line: int) -> ast.AST:
+    text = ctx.lines[line - 1] if 0 < line <= len(ctx.lines) else ""
+    start = len(text) - len(text.lstrip())
+    end = len(text.rstrip("\r\n"))
+    return ast.Pass(lineno=line, col_offset=start, end_lineno=line, end_col_offset=end)
 
 
 def _bce_fix(call: ast.Call, ctx: Context) -> Fix | None:

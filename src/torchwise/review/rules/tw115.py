@@ -138,7 +138,7 @@ class UnshuffledTrainingLoader(Rule):
         if name is None or self._excused(node, ctx):
             return
         condition = self._shuffle_condition(node, region)
-        if condition is not False:
+        if isinstance(condition, str):
             self.loaders.append(_Loader(node, name, region, condition or None))
 
     def _excused(self, node: ast.Call, ctx: Context) -> bool:

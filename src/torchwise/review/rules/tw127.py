@@ -56,12 +56,16 @@ class SoftmaxIntoCrossEntropy(_LossInputRule):
     severity = Severity.ERROR
     message = "{loss} is given softmax probabilities; {advice}"
 
-    def check(self, call: ast.Call, loss: str, given: str | None, ctx: Context) -> None:
+    follows_models = True
+
+    def check(
+        self, call: ast.AST, loss: str, given: str | None, ctx: Context, note: str = ""
+    ) -> None:
         if given != SOFTMAX or loss not in (CE, NLL):
             return
         if loss == CE:
-            advice = "it applies log_softmax itself: pass the raw logits"
+            advice = "it applies log_softmax itself: pass the raw logits" + note
             ctx.report(self, call, loss="cross-entropy", advice=advice)
         else:
-            advice = "it expects log-probabilities: use `log_softmax`"
+            advice = "it expects log-probabilities: use `log_softmax`" + note
             ctx.report(self, call, loss="NLL loss", advice=advice)

@@ -86,7 +86,7 @@ class SchedulerSizedInMicroBatches(Rule):
             if item.arg in _SIZES and _ACCUMULATION.search(ctx.text(item.value))
         ]
         if sizes:
-            self.candidates[name] = sizes  # type: ignore[assignment]
+            self.candidates[name] = sizes
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         for name, sizes in self.candidates.items():

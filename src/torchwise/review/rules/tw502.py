@@ -59,6 +59,8 @@ class SigmoidIntoBCELoss(_LossInputRule):
     )
     fix = Applicability.UNSAFE
 
-    def check(self, call: ast.Call, loss: str, given: str | None, ctx: Context) -> None:
-        if given == SIGMOID and loss == BCE:
+    def check(
+        self, call: ast.AST, loss: str, given: str | None, ctx: Context, note: str = ""
+    ) -> None:
+        if given == SIGMOID and loss == BCE and isinstance(call, ast.Call):
             ctx.report(self, call, fix=_bce_fix(call, ctx))
