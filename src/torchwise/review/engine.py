@@ -175,6 +175,7 @@ class _Pass:
             ast.AnnAssign: self._assign,
             ast.AugAssign: self._aug_assign,
             ast.If: self._if,
+            ast.Try: self._try,
         }
         # Leaves nobody listens to (most Names and Constants): not even visited.
         self.inert = frozenset(
@@ -544,9 +545,12 @@ class _Pass:
             loop.iterated = ctx.dotted(iterated)
             loop.iterates = ctx.value_of(iterated)
         ctx.loops.append(loop)
+        saved_branch = ctx.branch
         self.visit_all(node, node.body)
         ctx.loops.pop()
+        ctx.branch = saved_branch
         self.visit_all(node, node.orelse)
+        ctx.branch = saved_branch
         (ctx.function.loops if ctx.function else ctx.module.loops).append(loop)
         self.fire("leave_loop", loop, node)
 
@@ -572,8 +576,10 @@ class _Pass:
                 ctx.no_grad_depth += 1
             elif kind == "enable_grad":
                 ctx.no_grad_depth = 0
+        saved_branch = ctx.branch
         self.visit_all(node, node.body)
         ctx.no_grad_depth = saved
+        ctx.branch = saved_branch
 
     def _call(self, node: ast.Call) -> None:
         ctx = self.ctx
@@ -653,6 +659,14 @@ class _Pass:
                 facts.uses.add(use)
                 facts.where.append(where)
 
+    def _try(self, node: ast.Try) -> None:
+        """Each block of a ``try`` starts from the branch the ``try`` is on."""
+        ctx = self.ctx
+        saved = ctx.branch
+        for block in (node.body, node.handlers, node.orelse, node.finalbody):
+            self.visit_all(node, block)
+            ctx.branch = saved
+
     def _if(self, node: ast.If) -> None:
         """Each branch knows its condition: a fact bound under ``if c:`` is not
         seen from ``else:``, and ``if c:`` twice means the same thing."""
@@ -664,7 +678,14 @@ class _Pass:
         self.visit_all(node, node.body)
         ctx.branch = (*saved, (test, not polarity))
         self.visit_all(node, node.orelse)
-        ctx.branch = saved
+        # `if c: return` / `continue`: the rest of the block runs only when c is false.
+        body_ends, else_ends = _ends(node.body), _ends(node.orelse)
+        if body_ends and not else_ends:
+            ctx.branch = (*saved, (test, not polarity))
+        elif else_ends and not body_ends:
+            ctx.branch = (*saved, (test, polarity))
+        else:
+            ctx.branch = saved
 
 
 _Subscriptions = tuple[tuple[tuple[type[ast.AST], str], ...], tuple[str, ...]]
@@ -782,6 +803,11 @@ def _child_fields(node: ast.AST) -> tuple[str, ...]:
         if isinstance(value, (ast.AST, list)) or value is None:
             fields.append(name)
     return tuple(fields)
+
+
+def _ends(body: list[ast.stmt]) -> bool:
+    """A block that never falls through to the statement after it."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
 def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:
