@@ -469,11 +469,16 @@ class Context:
             return Value(kind, origin=qualname, flags=_reduction_flags(call), node=call)
         if kind == F.MODULE:
             return self._layer(call, qualname)
+        if kind == F.LOADER:
+            return Value(kind, origin=qualname, node=call, flags=self._loader_flags(call))
         return Value(kind, origin=qualname, node=call)
 
     def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
         receiver = self.value_of(func.value)
         method = func.attr
+        passed = pass_through_arguments(call)
+        if passed is not None and len(passed) == 1:
+            return self.value_of(passed[0])  # `model = accelerator.prepare(model)`
         if receiver is None:
             if method in {"softmax", "sigmoid", "log_softmax"}:
                 return self._activated(call, method, func.value)
@@ -502,6 +507,21 @@ class Context:
             text = key.value if isinstance(key, ast.Constant) else None
             return receiver.but(key=text if isinstance(text, str) else None)
         return self.project.value_of_call(self, call)
+
+    def _loader_flags(self, call: ast.Call) -> frozenset[str]:
+        """{"subset"} when a sampler draws only part of the dataset (a fold, a split)."""
+        for item in call.keywords:
+            if item.arg not in {"sampler", "batch_sampler"}:
+                continue
+            sampler = item.value
+            if isinstance(sampler, ast.Name):
+                found = self.lookup(sampler.id)
+                origin = found.origin if found is not None else None
+            else:
+                origin = self.call_name(sampler) if isinstance(sampler, ast.Call) else None
+            if origin is not None and origin.rsplit(".", 1)[-1].startswith("Subset"):
+                return frozenset({"subset"})
+        return frozenset()
 
     def _layer(self, call: ast.Call, qualname: str) -> Value:
         """A torch.nn layer: what it contains (dropout, batch norm, parts we cannot
@@ -684,6 +704,24 @@ class Context:
         )
 
 
+#: Framework calls that hand back the objects they are given, wrapped.
+PASS_THROUGH = {
+    "prepare", "setup", "setup_dataloaders", "setup_module", "setup_optimizers",
+    "prepare_model", "prepare_data_loader", "initialize",
+}  # fmt: skip
+
+
+def pass_through_arguments(value: ast.expr | None) -> list[ast.expr] | None:
+    """The arguments of ``accelerator.prepare(a, b)`` / ``fabric.setup(...)``."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    if value.func.attr not in PASS_THROUGH or value.keywords:
+        return None
+    if any(isinstance(arg, ast.Starred) for arg in value.args):
+        return None
+    return list(value.args)
+
+
 def _consumed(crossing: F.Crossing | None, loss: ast.Call) -> F.Crossing | None:
     """Remember the first loss computed from a crossing."""
     if crossing is None or crossing.consumer is not None:
@@ -692,15 +730,20 @@ def _consumed(crossing: F.Crossing | None, loss: ast.Call) -> F.Crossing | None:
 
 
 def _reduction_flags(call: ast.Call) -> frozenset[str]:
-    """{"unreduced"} for a loss asked for one value per element."""
+    """{"unreduced"} for a loss asked for one value per element, {"summed"} for
+    one that sums the batch (no flag: the default batch mean)."""
     for item in call.keywords:
         value = item.value
-        if item.arg == "reduction" and not (
-            isinstance(value, ast.Constant) and value.value in ("mean", "sum")
-        ):
-            return frozenset({"unreduced"})  # "none", or decided at run time
-        if item.arg == "reduce" and not (isinstance(value, ast.Constant) and value.value is True):
+        literal = value.value if isinstance(value, ast.Constant) else _UNSET
+        if item.arg == "reduction":
+            if literal == "sum":
+                return frozenset({"summed"})
+            if literal != "mean":
+                return frozenset({"unreduced"})  # "none", or decided at run time
+        if item.arg == "reduce" and literal is not True:
             return frozenset({"unreduced"})
+        if item.arg == "size_average" and literal is False:
+            return frozenset({"summed"})
     return frozenset()
 
 

@@ -21,6 +21,7 @@ from torchwise.review.context import (
     Context,
     Scope,
     kind_from_callee,
+    pass_through_arguments,
 )
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
@@ -413,6 +414,12 @@ class _Pass:
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
                 for element, item in zip(elements, value.elts, strict=False):
                     self._bind_target(element, item, ctx.value_of(item))
+                return
+            passed = pass_through_arguments(value)
+            if passed is not None and len(passed) == len(elements):
+                # `model, optimizer = accelerator.prepare(model, optimizer)`: the same objects
+                for element, item in zip(elements, passed, strict=True):
+                    self._bind_target(element, None, ctx.value_of(item))
                 return
             parts = self._unpacked(value, bound, len(elements))
             for element, part in zip(elements, parts, strict=False):

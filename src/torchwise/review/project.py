@@ -380,9 +380,7 @@ class ProjectIndex:
         frozen = tuple(
             attr for attr in fact.frozen if _has_batchnorm(fact.attributes.get(attr), batchnorm)
         )
-        model = ClassModel(
-            class_id, fact, is_module, dropout, batchnorm, unknown, override, frozen
-        )
+        model = ClassModel(class_id, fact, is_module, dropout, batchnorm, unknown, override, frozen)
         self._classes[class_id] = model
         return model
 
