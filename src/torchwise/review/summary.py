@@ -485,6 +485,13 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
     if isinstance(expr, ast.Call):
         func = expr.func
         if isinstance(func, ast.Attribute) and func.attr == "state_dict":
+            owner = ctx.value_of(func.value)
+            if owner is not None and owner.kind == F.OPTIMIZER:
+                return "optimizer_state"
+            if owner is not None and owner.kind in (F.MODULE, F.SCHEDULER):
+                return "model_state" if owner.kind == F.MODULE else "scheduler_state"
+            if ctx.dotted(func.value) == "self":
+                return "model_state"
             return "state"
         if (ctx.call_name(expr) or "").startswith("numpy."):
             return "array"
@@ -523,6 +530,15 @@ def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
         for key, value in zip(saved.keys, saved.values, strict=False):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 fact.keys[key.value] = _saved_kind(ctx, value)
+    elif (
+        isinstance(saved, ast.Call)
+        and isinstance(saved.func, ast.Name)
+        and saved.func.id == "dict"
+        and not saved.args
+        and all(item.arg for item in saved.keywords)
+    ):
+        for item in saved.keywords:
+            fact.keys[item.arg or ""] = _saved_kind(ctx, item.value)
     else:
         fact.whole = _saved_kind(ctx, saved)
     return fact

@@ -11,8 +11,9 @@ from torchwise.review import facts as F
 from torchwise.review.context import Context
 from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _PROGRESS_KEYS, _SAVE, _dict_items, _state_dict_of
+from torchwise.review.rules._checkpoints import _PROGRESS_KEYS
 from torchwise.review.rules._performance import trains
+from torchwise.review.summary import SaveFact
 
 
 @rule
@@ -53,38 +54,64 @@ class CheckpointWithoutOptimizer(Rule):
     severity = Severity.WARNING
     message = "checkpoint saves the model but not the optimizer: resuming resets its state"
 
-    def __init__(self) -> None:
-        self.candidates: list[tuple[ast.Call, bool]] = []  # (call, has a progress key)
-        self.saves_optimizer = False
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) not in _SAVE or not node.args:
-            return
-        saved = node.args[0]
-        source = _state_dict_of(saved)
-        if source is not None and ctx.kind_of(source) == F.OPTIMIZER:
-            self.saves_optimizer = True  # torch.save(optimizer.state_dict(), ...)
-            return
-        items = _dict_items(saved)
-        if items is None:
-            return
-        has_model = has_optimizer = progress = False
-        for key, value in items:
-            owner = _state_dict_of(value)
-            kind = None if owner is None else ctx.kind_of(owner)
-            optimizer_key = key is not None and ("optim" in key.lower() or key.lower() == "opt")
-            if optimizer_key or kind == F.OPTIMIZER:
-                has_optimizer = True
-            elif kind == F.MODULE or (owner is not None and ctx.dotted(owner) == "self"):
-                has_model = True
-            progress = progress or (key is not None and key.lower() in _PROGRESS_KEYS)
-        if has_model and not has_optimizer:
-            self.candidates.append((node, progress))
-
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        if self.saves_optimizer:
-            return
+        saves = [save for path, save in ctx.project.saves() if path == ctx.path]
+        if any(save.whole == "optimizer_state" for path, save in ctx.project.saves()):
+            return  # the project saves the optimizer's state on its own
         file_trains = trains(module.calls)
-        for call, progress in self.candidates:
-            if progress or file_trains:
-                ctx.report(self, call)
+        candidates = [
+            save
+            for save in saves
+            if _resumable(save) and not _has_optimizer(save) and (_progress(save) or file_trains)
+        ]
+        if not candidates:
+            return
+        resume = next(
+            (
+                load
+                for load in module.loads.values()
+                if load.keys & _PROGRESS_KEYS and not any(_optimizer_key(k) for k in load.keys)
+            ),
+            None,
+        )
+        if resume is not None:
+            # Resuming is where the missing state bites: report there, once.
+            message = (
+                "resuming restores the model and the epoch but not the optimizer (the checkpoint "
+                f"saved at line {candidates[0].line} has no optimizer state): it restarts fresh"
+            )
+            ctx.report(self, resume.node, message=message)
+            return
+        for save in candidates:
+            ctx.report(self, _line(ctx, save.line))
+
+
+def _resumable(save: SaveFact) -> bool:
+    return save.whole is None and any(
+        kind == "model_state" or (kind == "state" and not _optimizer_key(key))
+        for key, kind in save.keys.items()
+    )
+
+
+def _has_optimizer(save: SaveFact) -> bool:
+    return any(
+        _optimizer_key(key) or kind in {"optimizer_state", "optimizer"}
+        for key, kind in save.keys.items()
+    )
+
+
+def _progress(save: SaveFact) -> bool:
+    return any(key.lower() in _PROGRESS_KEYS for key in save.keys)
+
+
+def _optimizer_key(key: str) -> bool:
+    key = key.lower()
+    return "optim" in key or key in {"opt", "opt_state"}
+
+
+def _line(ctx: Context, line: int) -> ast.AST:
+    text = ctx.lines[line - 1] if 0 < line <= len(ctx.lines) else ""
+    start = len(text) - len(text.lstrip())
+    return ast.Pass(
+        lineno=line, col_offset=start, end_lineno=line, end_col_offset=len(text.rstrip())
+    )
