@@ -46,7 +46,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "gan-d-step-through-generator": ("TW117",),
     "eval-without-no-grad": ("TW114",),
     "sampling-without-no-grad": ("TW114",),
-    "legacy-volatile-variable": ("TW403",),
+    "legacy-volatile-variable": ("TW419",),
     "grad-accumulation-off-by-one": ("TW119",),
     "optimizer-before-model-replaced": ("TW118",),
     "eval-without-eval-mode": ("TW104", "TW105"),

@@ -15,13 +15,13 @@ from torchwise.review import Applicability, all_rules
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# Two deprecated calls with safe fixes; TW401 and TW403 are the engine's own rules.
+# Two deprecated calls with safe fixes; TW401 and TW406 are the engine's own rules.
 BUGGY = """\
 import torch
 from torch.autograd import Variable
 
 scaler = torch.cuda.amp.GradScaler()
-x = Variable(torch.ones(2))
+x = torch.norm(torch.ones(2))
 """
 CLEAN = """\
 import torch
@@ -56,7 +56,7 @@ def test_exit_codes_follow_findings(project: Path) -> None:
     result = run("buggy.py", "--no-cache")
     assert result.exit_code == 1
     assert "buggy.py:4:10: TW401" in result.stdout
-    assert "buggy.py:5:5: TW403" in result.stdout
+    assert "buggy.py:5:5: TW406" in result.stdout
     assert run("buggy.py", "--no-cache", "--exit-zero").exit_code == 0
 
 
@@ -230,9 +230,9 @@ def test_warm_cache_gives_identical_findings_and_a_changed_file_is_reanalysed(
     warm = run(".", "--format", "json")
     assert cold.exit_code == warm.exit_code == 1
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
-    (project / "clean.py").write_text(CLEAN + "y = torch.autograd.Variable(x)\n")
+    (project / "clean.py").write_text(CLEAN + "y = torch.norm(x)\n")
     changed = json.loads(run(".", "--format", "json").stdout)
-    assert ("clean.py", "TW403") in {(f["path"], f["code"]) for f in changed["findings"]}
+    assert ("clean.py", "TW406") in {(f["path"], f["code"]) for f in changed["findings"]}
     assert changed["summary"]["findings"] == json.loads(cold.stdout)["summary"]["findings"] + 1
 
 

@@ -57,7 +57,8 @@ class ConvBiasBeforeBatchNorm(Rule):
     code = "TW134"
     name = "conv-bias-before-batchnorm"
     family = "modules"
-    severity = Severity.WARNING
+    severity = Severity.INFO
+    default_enabled = False
     message = "convolution bias is cancelled by the BatchNorm that follows: pass `bias=False`"
     fix = Applicability.UNSAFE
 

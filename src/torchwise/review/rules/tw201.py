@@ -52,7 +52,8 @@ class DataLoaderWithoutWorkers(Rule):
     code = "TW201"
     name = "dataloader-without-workers"
     family = "performance"
-    severity = Severity.WARNING
+    severity = Severity.INFO
+    default_enabled = False
     message = "`DataLoader` without `num_workers` loads every batch in the training process"
 
     def __init__(self) -> None:

@@ -26,10 +26,9 @@ class AutogradVariable(Rule):
     ## Why is this bad?
     `Variable` has been a no-op wrapper since PyTorch 0.4: tensors carry
     autograd state themselves. The call returns its argument (with
-    `requires_grad` set when asked), so it only misleads readers. Worse,
-    `Variable(x, volatile=True)`, the old way to turn autograd off for
-    inference, is silently ignored: evaluation then records the graph and
-    holds the memory of training; it needs `torch.no_grad()`.
+    `requires_grad` set when asked), so it only misleads readers (a style
+    hint, off by default; `Variable(x, volatile=True)`, which is not harmless,
+    is TW419).
 
     ## Example
     ```python
@@ -53,7 +52,8 @@ class AutogradVariable(Rule):
     code = "TW403"
     name = "autograd-variable"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
+    default_enabled = False
     message = "`torch.autograd.Variable` is a deprecated no-op; use the tensor itself"
     fix = Applicability.SAFE
 
@@ -65,12 +65,7 @@ class AutogradVariable(Rule):
             return
         volatile = keyword(node, "volatile")
         if volatile is not None and not is_false(volatile.value):
-            message = (
-                "`Variable(..., volatile=True)` has had no effect since torch 0.4: "
-                "autograd stays on; use `torch.no_grad()`"
-            )
-            ctx.report(self, node, message=message)
-            return
+            return  # TW419: not a harmless no-op
         fix = None
         if len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
             fix = replace_fix(ctx, node, ctx.text(node.args[0]), "Remove the `Variable` wrapper")
