@@ -67,10 +67,30 @@ class ClipWithoutUnscale(Rule):
         scales = [c for c in calls if c.method == "scale" and c.receiver_kind == F.SCALER]
         if not scales:
             return
-        unscales = [position(c.node) for c in calls if c.method == "unscale_"]
-        for call in calls:
-            name = call.method or (call.qualname or "").rsplit(".", 1)[-1]
-            if name not in _CLIP or call.receiver in ("accelerator", "fabric", "self"):
+        unscales = [c for c in calls if c.method == "unscale_"]
+        for clip in calls:
+            name = clip.method or (clip.qualname or "").rsplit(".", 1)[-1]
+            if name not in _CLIP or clip.receiver in ("accelerator", "fabric", "self"):
                 continue
-            if not any(p < position(call.node) for p in unscales):
-                ctx.report(self, call.node)
+            # Only the paths on which the loss was scaled: `if amp: scale ... else: clip`
+            # clips real gradients on the other branch.
+            reaching = [
+                s
+                for s in scales
+                if position(s.node) < position(clip.node) and not F.exclusive(s.branch, clip.branch)
+            ]
+            if not reaching:
+                continue
+            if all(_unscaled(scale, clip, unscales) for scale in reaching):
+                continue
+            ctx.report(self, clip.node)
+
+
+def _unscaled(scale: F.CallEvent, clip: F.CallEvent, unscales: list[F.CallEvent]) -> bool:
+    """An `unscale_` between the two that runs whenever both do."""
+    for unscale in unscales:
+        if not position(scale.node) < position(unscale.node) < position(clip.node):
+            continue
+        if F.implied(unscale.branch, clip.branch) or F.implied(unscale.branch, scale.branch):
+            return True
+    return False

@@ -75,9 +75,17 @@ class UnregisteredSubmodules(Rule):
         if attr is None:
             return
         key = (cls.name, attr)
+        value = node.value
+        if (
+            isinstance(value, ast.BinOp)
+            and isinstance(value.op, ast.Add)
+            and self_attribute(value.left) == attr
+            and (key in self.empty or key in self.pending)
+        ):
+            self._grow(key, value.right, ctx)  # `self.layers = self.layers + [nn.Linear(...)]`
+            return
         self.pending.pop(key, None)  # `self.layers = nn.ModuleList(self.layers)`
         self.empty.pop(key, None)
-        value = node.value
         elements = _container_elements(value)
         if isinstance(value, (ast.List, ast.Dict)) and not elements:
             self.empty[key] = node  # filled later, perhaps with modules
@@ -85,6 +93,21 @@ class UnregisteredSubmodules(Rule):
         kind = _all_modules(ctx, elements)
         if kind is not None:
             self.pending[key] = (node, kind)
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        cls = module_method(ctx)
+        attr = self_attribute(node.target)
+        if cls is None or attr is None or not isinstance(node.op, ast.Add):
+            return
+        key = (cls.name, attr)
+        if key in self.empty or key in self.pending:
+            self._grow(key, node.value, ctx)  # `self.layers += [nn.Linear(...)]`
+
+    def _grow(self, key: tuple[str, str], added: ast.expr, ctx: Context) -> None:
+        statement = self.empty.get(key) or (self.pending[key][0] if key in self.pending else None)
+        kind = _all_modules(ctx, _container_elements(added))
+        if statement is not None and kind is not None:
+            self.pending[key] = (statement, kind)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
