@@ -216,6 +216,11 @@ class Context:
         """Entering or leaving a scope: what names hold must be looked up again."""
         self._values.clear()
 
+    def forget_names(self) -> None:
+        """After the prescan: names resolve again, in the order the code binds them."""
+        self._values.clear()
+        self._call_names.clear()
+
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
         self.scopes[-1].imports[local] = canonical(qualname)

@@ -186,6 +186,7 @@ class _Pass:
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree
         self._prescan(tree.body)
+        self.ctx.forget_names()
         self.visit(tree)
         self.fire("leave_module", self.ctx.module, tree)
 

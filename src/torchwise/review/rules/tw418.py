@@ -39,6 +39,21 @@ _REMOVED = {
     "numpy.object": "object",
     "numpy.str": "str",
 }
+_LEGACY_CPU_CONSTRUCTORS = frozenset(
+    f"torch.{name}Tensor"
+    for name in (
+        "Float",
+        "Double",
+        "Half",
+        "BFloat16",
+        "Long",
+        "Int",
+        "Short",
+        "Char",
+        "Byte",
+        "Bool",
+    )
+)
 _REMOVED_LAST = frozenset(name.rsplit(".", 1)[-1] for name in _REMOVED)
 _RENAMES = {
     "torchvision.transforms.Scale": "Resize",
@@ -61,7 +76,8 @@ class RemovedApi(Rule):
     `backward(retain_variables=...)`, `transforms.Scale`/`RandomSizedCrop`,
     `iterator.next()` on an iterator of a loader, `torch.onnx._export`,
     `torch._six`, `scipy.misc.imread`/`imresize` and the `np.float`/`np.int`
-    aliases.
+    aliases, and `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
+    given a device that may not be the CPU.
 
     ## Why is this bad?
     Each raises `ImportError`, `AttributeError` or `TypeError` on the versions
@@ -150,6 +166,9 @@ class RemovedApi(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
+        if (ctx.call_name(node) or "") in _LEGACY_CPU_CONSTRUCTORS:
+            self._legacy_constructor(node, ctx)
+            return
         if not isinstance(func, ast.Attribute):
             qualname = ctx.call_name(node)
             if qualname in _REMOVED and not in_compat_code(ctx):
@@ -182,6 +201,22 @@ class RemovedApi(Rule):
             if used:
                 names = ", ".join(f"`{name}`" for name in sorted(used))
                 self._report(ctx, node, f"{names}: the torchtext legacy API was removed in 0.12")
+
+    def _legacy_constructor(self, node: ast.Call, ctx: Context) -> None:
+        """``torch.FloatTensor(n, device=device)``: CPU-only, raises for any other device."""
+        device = keyword(node, "device")
+        if device is None:
+            return
+        value = device.value
+        literal = value.value if isinstance(value, ast.Constant) else None
+        if isinstance(literal, str) and literal.split(":")[0] == "cpu":
+            return
+        name = (ctx.call_name(node) or "").rsplit(".", 1)[-1]
+        what = (
+            f"`torch.{name}(..., device=...)` only builds CPU tensors: it raises RuntimeError "
+            f"for `{ctx.text(value)}` unless that is the CPU; use `torch.empty(..., device=...)`"
+        )
+        self._report(ctx, node, what)
 
     def _removed_name(self, node: ast.expr, qualname: str, ctx: Context) -> None:
         when = next(v for k, v in _WHEN.items() if qualname.startswith(k))

@@ -59,8 +59,14 @@ class SigmoidIntoBCELoss(_LossInputRule):
     )
     fix = Applicability.UNSAFE
 
+    follows_models = True
+
     def check(
         self, call: ast.AST, loss: str, given: str | None, ctx: Context, note: str = ""
     ) -> None:
-        if given == SIGMOID and loss == BCE and isinstance(call, ast.Call):
+        if given != SIGMOID or loss != BCE:
+            return
+        if isinstance(call, ast.Call) and not note:
             ctx.report(self, call, fix=_bce_fix(call, ctx))
+        else:
+            ctx.report(self, call, message=self.message + note)
