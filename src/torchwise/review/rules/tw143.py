@@ -91,7 +91,7 @@ class MetricOverWrongCount(Rule):
         if summed is not None:
             what = (
                 f"`{name}` sums per-batch mean losses, then is divided by the number of samples "
-                f"(line {node.lineno}): the average is about batch_size times too small; "
+                f"(line {getattr(node, 'lineno', '?')}): the average is about batch_size times too small; "
                 'use `reduction="sum"` or divide by `len(loader)`'
             )
             ctx.report(self, summed, what=what)
