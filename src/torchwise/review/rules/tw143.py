@@ -88,10 +88,11 @@ class MetricOverWrongCount(Rule):
         region = id(ctx.function) if ctx.function is not None else 0
         name = ctx.dotted(left)
         summed = self.sums_of_means.pop((region, name), None) if name else None
+        line = getattr(node, "lineno", "?")
         if summed is not None:
             what = (
                 f"`{name}` sums per-batch mean losses, then is divided by the number of samples "
-                f"(line {getattr(node, 'lineno', '?')}): the average is about batch_size times too small; "
+                f"(line {line}): the average is about batch_size times too small; "
                 'use `reduction="sum"` or divide by `len(loader)`'
             )
             ctx.report(self, summed, what=what)
