@@ -1,7 +1,8 @@
 # torchwise developer tasks. Every target sets up .venv first when it is missing
 # or older than pyproject.toml.
 #
-#   make demo    review the bundled example project (and inspect/doctor/ckpt it)
+#   make demo    review, inspect, document and health-check the bundled example project,
+#                then scan and inspect a checkpoint of its model
 #   make test    ruff, mypy and the whole pytest suite
 #   make bench   compare against the peer tools (installs the `bench` extra)
 #   make clean   remove .venv, caches and build outputs
@@ -11,9 +12,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXAMPLE := examples/cifar_project
+DEMO_OUT := build/demo
 
 # The CPU wheel of torch 2.13.0 is installed first and pinned: any other torch
-# spec would pull gigabytes of CUDA packages. The package itself accepts torch>=2.4.
+# spec would pull gigabytes of CUDA packages. The package's `torch` extra accepts
+# torch>=2.4; the base install needs no torch at all.
 TORCH_PIN := torch==2.13.0
 
 .PHONY: setup demo test lint typecheck unit bench clean docs
@@ -24,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
-	$(BIN)/python -m pip install --quiet -e '.[dev]' $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet -e '.[dev,torch]' $(TORCH_PIN)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -36,6 +39,13 @@ demo: $(STAMP)
 	$(BIN)/torchwise doc cifarnet --config $(EXAMPLE) --diff
 	@echo "\n== 4. torchwise doctor CifarNet: health checks by running it =="
 	$(BIN)/torchwise doctor $(EXAMPLE)/model.py:CifarNet --input 'f32[8,3,32,32]'
+	@echo "\n== 5. torchwise ckpt: a training checkpoint, read and vetted without unpickling =="
+	@mkdir -p $(DEMO_OUT)
+	$(BIN)/python -c "import sys, torch; sys.path.insert(0, '$(EXAMPLE)'); from model import CifarNet; \
+	  m = CifarNet(); o = torch.optim.AdamW(m.parameters()); m(torch.randn(2, 3, 32, 32)).sum().backward(); o.step(); \
+	  torch.save({'model': m.state_dict(), 'optimizer': o.state_dict(), 'epoch': 0}, '$(DEMO_OUT)/cifarnet.pt')"
+	$(BIN)/torchwise ckpt scan $(DEMO_OUT)/cifarnet.pt
+	$(BIN)/torchwise ckpt inspect $(DEMO_OUT)/cifarnet.pt
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -53,12 +63,13 @@ docs: $(STAMP)
 	$(BIN)/python scripts/gen_rule_docs.py
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]' $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet -e '.[dev,torch,bench]' $(TORCH_PIN)
 	$(BIN)/python bench/review_speed.py
 	$(BIN)/python bench/inspect_compare.py
 	$(BIN)/python bench/doc_speed.py
 	$(BIN)/python bench/doctor_catalogue.py
 	$(BIN)/python bench/ckpt_scan.py
+	$(BIN)/python bench/install_footprint.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .torchwise_cache \

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from torchwise.model.docgen import document
+from torchwise.doc.generate import document
 from torchwise.target import resolve_target
 
 REPEATS = 3

@@ -5,9 +5,11 @@ parse options and call the library. They are imported only when invoked (or
 when ``--help`` lists them), so ``torchwise review`` and ``torchwise --help``
 never pay for importing torch.
 
-Every command's errors go through :func:`_run_guarded`: a
-:class:`~torchwise.errors.TorchwiseError` becomes its message and exit code 2;
-anything else is an internal error (traceback with ``TORCHWISE_DEBUG=1``).
+Every command's errors go through :func:`_run_guarded` and :func:`main`: a
+:class:`~torchwise.errors.TorchwiseError` (including a missing optional
+dependency) and a usage error become one ``error:`` line and exit code 2; a
+closed pipe exits quietly; anything else is an internal error (traceback with
+``TORCHWISE_DEBUG=1``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import importlib
 import os
 import sys
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import click
 
@@ -69,32 +72,113 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, SUMMARIES[name]) for name in COMMANDS])
 
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Every outcome is an exit code; every error, usage errors included, one line."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message(), err=True)  # a group called bare: its help
+            sys.exit(ExitCode.ERROR)
+        except click.UsageError as exc:
+            message = exc.format_message().rstrip(".")
+            _print_error(message[:1].lower() + message[1:])
+            if not isinstance(exc, click.BadParameter) or isinstance(exc, click.MissingParameter):
+                command = exc.ctx.command_path if exc.ctx is not None else "torchwise"
+                click.echo(f"hint: run '{command} --help' for the usage", err=True)
+            sys.exit(ExitCode.ERROR)
+        except click.ClickException as exc:
+            _print_error(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            _exit_quietly_on_broken_pipe()
+        sys.exit(result if isinstance(result, int) else ExitCode.OK)
+
     def invoke(self, ctx: click.Context) -> Any:
-        return _run_guarded(lambda: super(LazyGroup, self).invoke(ctx))
+        return _run_guarded(lambda: super(LazyGroup, self).invoke(ctx), _command_path(ctx))
 
 
-def _run_guarded(call: Any) -> Any:
+def _print_error(message: str) -> None:
+    """``error: ...`` on stderr, the label red on a terminal (one line, plus a hint line)."""
+    from torchwise.console import color_enabled, paint
+
+    colored = color_enabled("auto", sys.stderr)
+    label = paint("error", "error", enabled=colored)
+    click.echo(f"{label}: {message}", err=True, color=True if colored else None)
+
+
+def _exit_quietly_on_broken_pipe() -> NoReturn:
+    # The reader went away (``torchwise rules | head -1``): point stdout at
+    # /dev/null so the interpreter's final flush cannot raise again, and exit as
+    # a process killed by SIGPIPE would, without a word.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + 13)
+
+
+def _run_guarded(call: Callable[[], Any], command: str) -> Any:
+    """Run a command, mapping every exception to its message and exit code."""
     try:
         return call()
     except TorchwiseError as exc:
-        click.echo(f"error: {exc}", err=True)
+        _print_error(str(exc))
         sys.exit(ExitCode.ERROR)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
+    except BrokenPipeError:
+        _exit_quietly_on_broken_pipe()
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        # Optional dependencies are imported where they are used; reaching here
+        # means the user's environment lacks one (errors in the user's own
+        # imports are reported by the target loader with their file:line).
+        if exc.name and exc.name.split(".")[0] != "torchwise":
+            from torchwise.deps import missing
+
+            _print_error(str(missing(exc.name, purpose=command)))
+            sys.exit(ExitCode.ERROR)
+        _internal_error(exc)
     except Exception as exc:  # the one place that turns bugs into messages
-        if os.environ.get("TORCHWISE_DEBUG"):
-            traceback.print_exc()
-        else:
-            click.echo(
-                f"internal error: {type(exc).__name__}: {exc}\n"
-                "This is a bug in torchwise. Re-run with TORCHWISE_DEBUG=1 for the "
-                "traceback and please report it.",
-                err=True,
-            )
-        sys.exit(ExitCode.ERROR)
+        _internal_error(exc)
+
+
+def _internal_error(exc: BaseException) -> NoReturn:
+    if os.environ.get("TORCHWISE_DEBUG"):
+        traceback.print_exc()
+    else:
+        click.echo(
+            f"internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in torchwise. Re-run with TORCHWISE_DEBUG=1 for the "
+            "traceback and please report it.",
+            err=True,
+        )
+    sys.exit(ExitCode.ERROR)
+
+
+def _command_path(ctx: click.Context) -> str:
+    """``torchwise ckpt convert`` for the command about to run (for messages)."""
+    # The group has not resolved its subcommand yet: read it off the arguments.
+    words = [*getattr(ctx, "_protected_args", []), *ctx.args]
+    path = ["torchwise"]
+    if words and words[0] in COMMANDS:
+        path.append(words[0])
+        command = _load_command(words[0])
+        if isinstance(command, click.Group) and len(words) > 1 and words[1] in command.commands:
+            path.append(words[1])
+    return " ".join(path)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -113,5 +197,4 @@ def app() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    # click exits with 2 on usage errors already, matching ExitCode.ERROR.
     app.main(args=argv, prog_name="torchwise")

@@ -1,14 +1,18 @@
 """Reading ``[tool.torchwise]`` from the nearest ``pyproject.toml``.
 
-This module only finds and parses the table; each capability interprets its own
-keys (``review`` reads ``select``/``ignore``/..., ``target`` reads ``models``).
-Keys are accepted with dashes or underscores (``min-torch-version`` or
-``min_torch_version``), as in ruff.
+This module finds and parses the table and rejects keys no capability reads
+(a typo such as ``selectt`` would otherwise be silently ignored and every later
+result would be wrong); each capability interprets its own keys (``review``
+reads ``select``/``ignore``/..., ``target`` reads ``models``). Keys are accepted
+with dashes or underscores (``min-torch-version`` or ``min_torch_version``), as
+in ruff. A capability that reads a new key adds it to the tables below.
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,56 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
+
+
+#: Keys of ``[tool.torchwise]`` itself, dashed spelling.
+KNOWN_KEYS: frozenset[str] = frozenset(
+    {
+        # review
+        "select",
+        "extend-select",
+        "ignore",
+        "per-file-ignores",
+        "exclude",
+        "min-torch-version",
+        # model commands
+        "models",
+    }
+)
+
+#: Keys of one ``[tool.torchwise.models.NAME]`` table, dashed spelling.
+KNOWN_MODEL_KEYS: frozenset[str] = frozenset(
+    {"target", "input", "inputs", "init-kwargs", "build", "build-on", "batch-dim"}
+)
+
+
+def _dashed(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def _check_keys(table: Mapping[str, object], known: Iterable[str], where: str, path: Path) -> None:
+    known = sorted(known)
+    for key in table:
+        if _dashed(key) in known:
+            continue
+        close = difflib.get_close_matches(_dashed(key), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+        raise ConfigError(f"{path}: unknown key {key!r} in {where}", hint=hint)
+
+
+def validate(table: Mapping[str, object], path: Path) -> None:
+    """Raise :class:`ConfigError` for a key in ``[tool.torchwise]`` that nothing reads."""
+    _check_keys(table, KNOWN_KEYS, "[tool.torchwise]", path)
+    models = next((table[k] for k in table if _dashed(k) == "models"), None)
+    if models is None:
+        return
+    if not isinstance(models, dict):
+        raise ConfigError(f"{path}: [tool.torchwise.models] must be a table of model tables")
+    for name, entry in models.items():
+        where = f"[tool.torchwise.models.{name}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: {where} must be a table, e.g. target = 'model.py:Net'")
+        _check_keys(entry, KNOWN_MODEL_KEYS, where, path)
 
 
 @dataclass(frozen=True)
@@ -75,4 +129,5 @@ def load_config(start: Path | None = None, *, path: Path | None = None) -> ToolC
     table = document.get("tool", {}).get("torchwise", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.torchwise] must be a table")
+    validate(table, path)
     return ToolConfig(path=path, data=table)

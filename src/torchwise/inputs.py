@@ -1,11 +1,16 @@
-"""Input specs: ``"ids=i64[batch=2,seq=128]<50257"`` -> tensors for ``forward``.
+"""Input specs: ``"ids=i64[batch=2,seq=128]<50257"`` -> the arguments of ``forward``.
 
-The grammar is in :func:`parse_input_spec` and docs/targets.md. Re-exported by
-:mod:`torchwise.target`, which most callers import from.
+A spec describes one argument: a tensor (dtype, dims, value bound), a dict, a
+tuple or list of specs, or a plain value such as ``use_cache=False``. The grammar
+is in :func:`parse_input_spec` and docs/targets.md; :func:`make_inputs` turns
+specs into ``(args, kwargs)``. Re-exported by :mod:`torchwise.target`, which most
+callers import from.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,10 +56,17 @@ class Dim:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One parsed ``--input``: a tensor spec, or a dict of specs (``children``).
+    """One forward argument (or one part of one): exactly one of four forms.
 
-    ``name`` set means the input is passed as a keyword argument; ``high`` is the
-    exclusive upper bound of an integer input (``<50257``).
+    - a **tensor**: ``dtype`` and ``dims`` are set; ``high`` is the exclusive upper
+      bound of an integer tensor (``<50257``);
+    - a **dict**: ``children`` maps keys to specs (``{image: f32[2,3,32,32]}``);
+    - a **tuple or list**: ``items`` holds the specs in order and ``is_list`` tells
+      which (``(f32[2,20,200], f32[2,20,200])`` is an LSTM's ``(h, c)``);
+    - a plain **value**: ``literal`` is its Python source text (``None``, ``False``,
+      ``3``, ``0.5``, ``'mean'``), e.g. the keyword ``use_cache=False``.
+
+    ``name`` set means the argument is passed by keyword (only on top-level specs).
     """
 
     name: str | None = None
@@ -62,20 +74,52 @@ class InputSpec:
     dims: tuple[Dim, ...] = ()
     high: int | None = None
     children: dict[str, InputSpec] | None = None
+    items: tuple[InputSpec, ...] | None = None
+    is_list: bool = False
+    literal: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"tensor"``, ``"dict"``, ``"tuple"``, ``"list"`` or ``"value"``."""
+        if self.children is not None:
+            return "dict"
+        if self.items is not None:
+            return "list" if self.is_list else "tuple"
+        if self.literal is not None:
+            return "value"
+        return "tensor"
 
     @property
     def is_dict(self) -> bool:
         return self.children is not None
 
+    @property
+    def value(self) -> Any:
+        """The Python value of a ``value`` spec."""
+        assert self.literal is not None
+        return ast.literal_eval(self.literal)
+
+    def parts(self) -> list[InputSpec]:
+        """The nested specs of a dict, tuple or list (empty for tensors and values)."""
+        if self.children is not None:
+            return list(self.children.values())
+        return list(self.items or ())
+
+    def tensors(self) -> list[InputSpec]:
+        """Every tensor spec inside this one, depth first, in order."""
+        if self.kind == "tensor":
+            return [self]
+        return [leaf for part in self.parts() for leaf in part.tensors()]
+
     def shape(self, sizes: Mapping[str, int] | None = None) -> tuple[int, ...]:
-        """The concrete shape, with named dims overridden by ``sizes``."""
+        """The concrete shape of a tensor spec, with named dims overridden by ``sizes``."""
         sizes = sizes or {}
         return tuple(sizes.get(d.name, d.size) if d.name else d.size for d in self.dims)
 
     def dim_names(self) -> list[str]:
         """Named dims, including those of nested specs, in order of appearance."""
         names = [d.name for d in self.dims if d.name]
-        for child in (self.children or {}).values():
+        for child in self.parts():
             names += [n for n in child.dim_names() if n not in names]
         return names
 
@@ -89,7 +133,15 @@ class InputSpec:
     def body(self) -> str:
         """The spec without its keyword name."""
         if self.children is not None:
-            return "{" + ", ".join(f"{k}: {v.body()}" for k, v in self.children.items()) + "}"
+            keys = {k: k if _IDENT.fullmatch(k) else repr(k) for k in self.children}
+            return "{" + ", ".join(f"{keys[k]}: {v.body()}" for k, v in self.children.items()) + "}"
+        if self.items is not None:
+            inner = ", ".join(item.body() for item in self.items)
+            if self.is_list:
+                return f"[{inner}]"
+            return f"({inner},)" if len(self.items) == 1 else f"({inner})"
+        if self.literal is not None:
+            return self.literal
         bound = "" if self.high is None else f"<{self.high}"
         return f"{self.dtype}[{','.join(str(d) for d in self.dims)}]{bound}"
 
@@ -98,10 +150,13 @@ class InputSpec:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_STRING = re.compile(r"'[^'\\]*'|\"[^\"\\]*\"")
+_CONSTANTS = {"None": "None", "True": "True", "False": "False", "true": "True", "false": "False"}
 
 
 class _SpecParser:
-    """Recursive descent over ``[name=](dtype[dims][<N] | {key: spec, ...})``."""
+    """Recursive descent over the grammar in :func:`parse_input_spec`."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -112,7 +167,8 @@ class _SpecParser:
         return TorchwiseError(
             f"bad input spec {self.text!r}: {what}\n  {self.text}\n  {pointer}",
             hint="examples: 'f32[8,3,224,224]', 'ids=i64[batch=2,seq=128]<50257', "
-            "'{image: f32[2,3,32,32], mask: bool[2,32,32]}' (see docs/targets.md)",
+            "'{image: f32[2,3,32,32], mask: bool[2,32,32]}', "
+            "'f32[35,20], (f32[2,20,200], f32[2,20,200])' (see docs/targets.md)",
         )
 
     def skip_space(self) -> None:
@@ -129,45 +185,66 @@ class _SpecParser:
             raise self.fail(f"expected {char!r}, found {found}")
         self.pos += 1
 
-    def ident(self) -> str | None:
+    def match(self, pattern: re.Pattern[str]) -> str | None:
         self.skip_space()
-        match = _IDENT.match(self.text, self.pos)
-        if match is None:
+        found = pattern.match(self.text, self.pos)
+        if found is None:
             return None
-        self.pos = match.end()
-        return match.group()
+        self.pos = found.end()
+        return found.group()
 
     def integer(self, what: str) -> int:
         self.skip_space()
-        match = re.compile(r"[0-9]+").match(self.text, self.pos)
-        if match is None:
+        found = re.compile(r"[0-9]+").match(self.text, self.pos)
+        if found is None:
             raise self.fail(f"expected {what} (a non-negative integer)")
-        self.pos = match.end()
-        return int(match.group())
+        self.pos = found.end()
+        return int(found.group())
 
-    def parse_top(self) -> InputSpec:
-        start = self.pos
-        name = self.ident()
-        if name is not None and self.peek() == "=":
+    def parse_args(self) -> list[InputSpec]:
+        """``arg ("," arg)*`` to the end of the text: one or more forward arguments."""
+        specs = [self.parse_arg()]
+        while self.peek() == ",":
             self.pos += 1
-        else:  # no keyword: rewind, the identifier was the dtype
-            name, self.pos = None, start
-        spec = self.parse_value(name)
+            specs.append(self.parse_arg())
         if self.peek():
             raise self.fail("unexpected text after the spec")
-        return spec
+        return specs
 
-    def parse_value(self, name: str | None) -> InputSpec:
-        if self.peek() == "{":
-            return self.parse_dict(name)
+    def parse_arg(self) -> InputSpec:
+        start = self.pos
+        name = self.match(_IDENT)
+        if name is not None and self.peek() == "=":
+            self.pos += 1
+        else:  # no keyword: rewind, the identifier was the dtype or a constant
+            name, self.pos = None, start
+        spec = self.parse_value()
+        return spec if name is None else dataclasses.replace(spec, name=name)
+
+    def parse_value(self) -> InputSpec:
+        char = self.peek()
+        if char == "{":
+            return self.parse_dict()
+        if char in ("(", "["):
+            return self.parse_sequence(is_list=char == "[")
+        literal = self.match(_NUMBER) or self.match(_STRING)
+        if literal is not None:
+            return InputSpec(literal=literal)
         dtype_pos = self.pos
-        word = self.ident()
+        word = self.match(_IDENT)
         if word is None:
-            raise self.fail("expected a dtype (f32, bf16, i64, bool, ...) or '{'")
+            raise self.fail(
+                "expected a dtype (f32, bf16, i64, bool, ...), '{', '(', '[' or a value"
+            )
+        if word in _CONSTANTS:
+            return InputSpec(literal=_CONSTANTS[word])
         dtype = _DTYPE_ALIASES.get(word.lower())
         if dtype is None:
             self.pos = dtype_pos
             raise self.fail(f"unknown dtype {word!r}; use one of {sorted(set(_DTYPE_ALIASES))}")
+        return self.parse_tensor(dtype)
+
+    def parse_tensor(self, dtype: str) -> InputSpec:
         self.expect("[")
         dims: list[Dim] = []
         if self.peek() != "]":
@@ -185,12 +262,12 @@ class _SpecParser:
             high = self.integer("the exclusive upper bound")
             if high < 1:
                 raise self.fail("the upper bound must be at least 1")
-        return InputSpec(name=name, dtype=dtype, dims=tuple(dims), high=high)
+        return InputSpec(dtype=dtype, dims=tuple(dims), high=high)
 
     def parse_dim(self) -> Dim:
         if self.peek().isdigit():
             return Dim(self.integer("a dimension size"))
-        dim_name = self.ident()
+        dim_name = self.match(_IDENT)
         if dim_name is None:
             raise self.fail("expected a dimension size or 'name=size'")
         if self.peek() != "=":
@@ -198,53 +275,115 @@ class _SpecParser:
         self.pos += 1
         return Dim(self.integer(f"the size of {dim_name!r}"), dim_name)
 
-    def parse_dict(self, name: str | None) -> InputSpec:
+    def parse_sequence(self, *, is_list: bool) -> InputSpec:
+        close = "]" if is_list else ")"
+        self.pos += 1
+        items: list[InputSpec] = []
+        while self.peek() != close:
+            items.append(self.parse_value())
+            if self.peek() != ",":
+                break
+            self.pos += 1
+        self.expect(close)
+        return InputSpec(items=tuple(items), is_list=is_list)
+
+    def parse_dict(self) -> InputSpec:
         self.expect("{")
         children: dict[str, InputSpec] = {}
         while self.peek() != "}":
-            key = self.ident()
+            key = self.match(_IDENT) or self.match(_STRING)
             if key is None:
                 raise self.fail("expected a dict key")
+            key = key.strip("'\"")
             if key in children:
                 raise self.fail(f"duplicate dict key {key!r}")
             self.expect(":")
-            children[key] = self.parse_value(None)
+            children[key] = self.parse_value()
             if self.peek() != ",":
                 break
             self.pos += 1
         self.expect("}")
         if not children:
             raise self.fail("an input dict needs at least one entry")
-        return InputSpec(name=name, children=children)
+        return InputSpec(children=children)
 
 
-def parse_input_spec(text: str) -> InputSpec:
-    """Parse one input spec.
+def parse_input_specs(text: str) -> list[InputSpec]:
+    """Parse one ``--input`` string holding one or more comma-separated arguments.
 
-    Grammar (whitespace ignored)::
-
-        spec  := [NAME "="] value
-        value := DTYPE "[" [dim ("," dim)*] "]" ["<" INT] | "{" KEY ":" value ("," ...)* "}"
-        dim   := INT | NAME "=" INT
-
-    ``f32[8,3,224,224]`` is a positional float tensor; ``ids=i64[2,128]<50257`` a
-    keyword int tensor in [0, 50257); ``i64[batch=2,seq=128]`` names its dims so
-    ``sizes={"seq": 512}`` can resize them; ``{image: f32[2,3,32,32], y: i64[2]<10}``
-    is a dict argument (dicts nest).
+    ``"f32[35,20], (f32[2,20,200], f32[2,20,200])"`` is two positional arguments,
+    an input and an LSTM's ``(h, c)`` tuple. The grammar is in :func:`parse_input_spec`.
     """
     if not text.strip():
         raise TorchwiseError("empty input spec", hint="example: --input 'f32[8,3,224,224]'")
-    return _SpecParser(text).parse_top()
+    return _SpecParser(text).parse_args()
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """Parse exactly one forward argument.
+
+    Grammar (whitespace ignored; :func:`parse_input_specs` accepts ``arg ("," arg)*``)::
+
+        arg    := [NAME "="] value
+        value  := DTYPE "[" [dim ("," dim)*] "]" ["<" INT]     a tensor
+                | "{" KEY ":" value ("," KEY ":" value)* "}"   a dict
+                | "(" [value ("," value)* [","]] ")"          a tuple
+                | "[" [value ("," value)*] "]"                a list
+                | None | True | False | NUMBER | 'STRING'      a plain value
+        dim    := INT | NAME "=" INT
+
+    ``f32[8,3,224,224]`` is a positional float tensor; ``ids=i64[2,128]<50257`` a
+    keyword int tensor in [0, 50257); ``i64[batch=2,seq=128]`` names its dims so
+    ``sizes={"seq": 512}`` can resize them (and a dim named ``batch`` marks the
+    batch dim); ``{image: f32[2,3,32,32], y: i64[2]<10}`` is a dict argument;
+    ``(f32[2,20,200], f32[2,20,200])`` a tuple; ``use_cache=False`` a keyword
+    value. Containers nest. Errors point at the offending column.
+    """
+    specs = parse_input_specs(text)
+    if len(specs) > 1:
+        raise TorchwiseError(
+            f"bad input spec {text!r}: it holds {len(specs)} arguments, expected one",
+            hint="use parse_input_specs() (or one --input per argument)",
+        )
+    return specs[0]
+
+
+def batch_dim_of(specs: Sequence[InputSpec]) -> int | None:
+    """The position of the dim named ``batch`` in the tensor inputs; None if unnamed.
+
+    ``f32[seq=35,batch=20]`` says the batch is dim 1. Tensors that name no
+    ``batch`` dim are ignored; tensors that put it at different positions make the
+    answer ambiguous, which is an error (pass ``--batch-dim``).
+    """
+    found = {
+        i for spec in specs for leaf in spec.tensors() for i, d in enumerate(leaf.dims)
+        if d.name == "batch"
+    }  # fmt: skip
+    if len(found) > 1:
+        raise TorchwiseError(
+            f"the inputs name 'batch' at different dims ({sorted(found)})",
+            hint="name the batch dim at the same position everywhere, or pass --batch-dim N",
+        )
+    return found.pop() if found else None
 
 
 def spec_from_value(value: Any, name: str | None = None) -> InputSpec:
-    """The spec describing an example input (a tensor or a dict of tensors)."""
+    """The spec describing an example input (tensors, dicts, tuples, lists, plain values)."""
     import torch
 
     if isinstance(value, Mapping):
-        return InputSpec(name=name, children={str(k): spec_from_value(v) for k, v in value.items()})
+        children = {str(k): spec_from_value(v) for k, v in value.items()}
+        return InputSpec(name=name, children=children)
+    if isinstance(value, (tuple, list)):
+        items = tuple(spec_from_value(v) for v in value)
+        return InputSpec(name=name, items=items, is_list=isinstance(value, list))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return InputSpec(name=name, literal=repr(value))
     if not isinstance(value, torch.Tensor):
-        raise TorchwiseError(f"example input of type {type(value).__name__} is not a tensor")
+        raise TorchwiseError(
+            f"example input of type {type(value).__name__} is not a tensor, a container of "
+            "tensors or a plain value"
+        )
     dtype = next(k for k, v in _TORCH_DTYPE_NAMES.items() if getattr(torch, v) == value.dtype)
     high = None
     if dtype in _INT_DTYPES and value.numel() and value.device.type != "meta":
@@ -259,6 +398,11 @@ def _materialise(
 
     if spec.children is not None:
         return {k: _materialise(v, device, sizes, gen) for k, v in spec.children.items()}
+    if spec.items is not None:
+        items = [_materialise(v, device, sizes, gen) for v in spec.items]
+        return items if spec.is_list else tuple(items)
+    if spec.literal is not None:
+        return spec.value
     shape = spec.shape(sizes)
     dtype = spec.torch_dtype()
     if device.type == "meta":
@@ -284,8 +428,9 @@ def make_inputs(
 
     Float inputs are standard normal, integers uniform in ``[0, high)`` (``high``
     defaults to :data:`DEFAULT_INT_BOUND`), bools fair coins, all from a generator
-    seeded with ``seed`` so reruns see the same data. On ``meta`` nothing is
-    allocated. ``sizes`` overrides named dims (``{"seq": 512}``); naming a dim
+    seeded with ``seed`` so reruns see the same data; tuples, lists and dicts keep
+    their structure and plain values are passed as they are. On ``meta`` nothing
+    is allocated. ``sizes`` overrides named dims (``{"seq": 512}``); naming a dim
     that no spec has is an error, so a typo cannot pass silently.
     """
     import torch

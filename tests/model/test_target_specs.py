@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from torchwise.errors import TorchwiseError
-from torchwise.target import Dim, make_inputs, parse_input_spec
+from torchwise.target import (
+    Dim,
+    batch_dim_of,
+    make_inputs,
+    parse_input_spec,
+    parse_input_specs,
+    spec_from_value,
+)
 
 
 def test_plain_positional_tensor() -> None:
@@ -89,3 +96,59 @@ def test_unknown_size_name_is_an_error_not_ignored() -> None:
 def test_dict_inputs_materialise_nested() -> None:
     (batch,), _ = make_inputs([parse_input_spec("{x: f32[2,3], y: {z: i64[2]<5}}")])
     assert batch["x"].shape == (2, 3) and batch["y"]["z"].dtype == torch.int64
+
+
+def test_one_string_holds_several_arguments_with_a_tuple() -> None:
+    # an LSTM language model: forward(input, (h, c)), time-first
+    specs = parse_input_specs("i64[seq=35,batch=20]<50, (f32[2,batch=20,200], f32[2,batch=20,200])")
+    assert [s.kind for s in specs] == ["tensor", "tuple"]
+    (tokens, (h, c)), kwargs = make_inputs(specs)
+    assert tokens.shape == (35, 20) and h.shape == c.shape == (2, 20, 200) and kwargs == {}
+    assert batch_dim_of(specs) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(f32[2],)",
+        "()",
+        "[f32[2], i64[3]<4]",
+        "x={a: (f32[1], [bool[2]]), 'b c': i64[1]<3}",
+        "use_cache=False",
+        "n=3",
+        "scale=0.5",
+        "reduction='mean'",
+        "mask=None",
+    ],
+)
+def test_containers_and_values_round_trip(text: str) -> None:
+    spec = parse_input_spec(text)
+    assert parse_input_spec(str(spec)) == spec
+
+
+def test_plain_values_are_passed_as_they_are() -> None:
+    specs = parse_input_specs("f32[2,3], use_cache=False, n=3, eps=1e-5, mode='sum', m=None")
+    args, kwargs = make_inputs(specs)
+    assert args[0].shape == (2, 3)
+    assert kwargs == {"use_cache": False, "n": 3, "eps": 1e-5, "mode": "sum", "m": None}
+
+
+def test_lists_stay_lists_and_tuples_tuples() -> None:
+    (pair, items), _ = make_inputs(parse_input_specs("(f32[1], f32[2]), [i64[1]<5]"))
+    assert isinstance(pair, tuple) and isinstance(items, list)
+
+
+def test_parse_input_spec_refuses_two_arguments() -> None:
+    with pytest.raises(TorchwiseError, match="holds 2 arguments"):
+        parse_input_spec("f32[1], f32[2]")
+
+
+def test_batch_named_at_different_dims_is_ambiguous() -> None:
+    with pytest.raises(TorchwiseError, match="different dims"):
+        batch_dim_of(parse_input_specs("f32[batch=2,3], f32[3,batch=2]"))
+
+
+def test_spec_from_value_describes_nested_examples() -> None:
+    value = (torch.zeros(2, 3), {"h": (torch.ones(1, 2), None)}, True)
+    spec = spec_from_value(value)
+    assert str(spec) == "(f32[2,3], {h: (f32[1,2], None)}, True)"

@@ -1,29 +1,136 @@
-"""The options every model command shares: which model, built how, fed what."""
+"""The options every model command shares: which model, built how, fed what.
+
+``@target_options`` adds TARGET and the target options to a command and hands
+the command one :class:`TargetArgs` as its ``target`` argument; the command calls
+``target.resolve(device=...)`` to get the :class:`~torchwise.target.ResolvedTarget`.
+"""
 
 from __future__ import annotations
 
+import functools
+import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from torchwise.deps import require_torch
+
+if TYPE_CHECKING:
+    from torchwise.target import ResolvedTarget
+
 F = TypeVar("F", bound=Callable[..., object])
 
+TARGET_HELP = (
+    "TARGET is path/to/file.py:Name, package.module:Name, zoo:NAME, hf:NAME (a transformers "
+    "or diffusers class), timm:NAME, or a model named in [tool.torchwise.models.NAME]; "
+    "see docs/targets.md."
+)
 INPUT_HELP = (
-    "An input spec, once per forward argument: 'f32[8,3,224,224]', "
-    "'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}'. "
-    "Named dims name the symbols torchwise reports."
+    "Input specs for forward's arguments, once per argument or comma-separated: "
+    "'f32[8,3,224,224]', 'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}', "
+    "'f32[35,20], (f32[2,20,200], f32[2,20,200])' (a tuple), 'use_cache=False'."
 )
 
 
+@dataclass(frozen=True)
+class TargetArgs:
+    """What the user said about the model on the command line."""
+
+    text: str
+    inputs: tuple[str, ...] = ()
+    init_kwargs: str | None = None
+    build: str | None = None
+    build_on: str = "auto"
+    batch_dim: int | None = None
+    config_start: Path | None = None
+
+    def resolve(self, *, device: str) -> ResolvedTarget:
+        """Build the model and its inputs (``device="meta"`` for measuring without running)."""
+        from torchwise.target import resolve_target
+
+        return resolve_target(
+            self.text,
+            inputs=self.inputs,
+            init_kwargs=self.init_kwargs,
+            build=self.build,
+            build_on=self.build_on,
+            batch_dim=self.batch_dim,
+            config_start=self.config_start,
+            device=device,
+        )
+
+    def flags(self) -> str:
+        """The command-line words that name this target again, shell-quoted."""
+        words = [self.text]
+        for spec in self.inputs:
+            words += ["--input", spec]
+        options: list[tuple[str, object]] = [
+            ("--init-kwargs", self.init_kwargs),
+            ("--build", self.build),
+            ("--build-on", None if self.build_on == "auto" else self.build_on),
+            ("--batch-dim", self.batch_dim),
+            ("--config", self.config_start),
+        ]
+        for flag, value in options:
+            if value is not None:
+                words += [flag, str(value)]
+        return shlex.join(words)
+
+
 def target_options(command: F) -> F:
-    """TARGET, ``--input``, ``--init-kwargs`` and ``--config`` (see docs/targets.md)."""
+    """TARGET, ``--input``, ``--init-kwargs``, ``--build``, ``--build-on``, ``--batch-dim``
+    and ``--config``, passed to the command as one ``target: TargetArgs``."""
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        target: str,
+        inputs: tuple[str, ...],
+        init_kwargs: str | None,
+        build: str | None,
+        build_on: str,
+        batch_dim: int | None,
+        config_start: Path | None,
+        **kwargs: Any,
+    ) -> object:
+        # Every model command needs torch; say so before the user's module is imported
+        # (its own `import torch` would otherwise read as a bug in their file).
+        require_torch(click.get_current_context().command_path)
+        request = TargetArgs(target, inputs, init_kwargs, build, build_on, batch_dim, config_start)
+        return command(*args, target=request, **kwargs)
+
     decorators = (
         click.argument("target"),
         click.option("--input", "-i", "inputs", multiple=True, metavar="SPEC", help=INPUT_HELP),
         click.option(
-            "--init-kwargs", metavar="JSON", help="Constructor arguments as a JSON object."
+            "--init-kwargs",
+            metavar="JSON",
+            help="Constructor arguments as a JSON object (for hf:NAME, fields of its config).",
+        ),
+        click.option(
+            "--build",
+            metavar="EXPR",
+            help="A Python expression that builds the model, evaluated in the target module's "
+            "namespace: --build 'GPT(GPTConfig(n_layer=2))'.",
+        ),
+        click.option(
+            "--build-on",
+            type=click.Choice(["auto", "meta", "cpu"]),
+            default="auto",
+            show_default=True,
+            help="meta: build without allocating weights (measuring commands only); auto: "
+            "meta for the zoo and for models over 2B parameters, else cpu.",
+        ),
+        click.option(
+            "--batch-dim",
+            type=click.IntRange(min=0),
+            default=None,
+            metavar="N",
+            help="Which input dim is the batch (1 for time-first (T, B, ...) inputs). "
+            "Default: a dim named 'batch' in the spec, else 0.",
         ),
         click.option(
             "--config",
@@ -33,6 +140,7 @@ def target_options(command: F) -> F:
             help="Where to look for pyproject.toml (default: the current directory).",
         ),
     )
+    decorated: Any = wrapper
     for decorator in reversed(decorators):
-        command = decorator(command)
-    return command
+        decorated = decorator(decorated)
+    return decorated  # type: ignore[no-any-return]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from torchwise.commands._target import target_options
+from torchwise.commands._target import TargetArgs, target_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,12 +23,9 @@ from torchwise.commands._target import target_options
     help="Also write a model reference page (with --check: check it is fresh).",
 )  # fmt: skip
 def doc(
-    target: str,
-    inputs: tuple[str, ...],
-    init_kwargs: str | None,
+    target: TargetArgs,
     action: str | None,
     markdown: Path | None,
-    config_start: Path | None,
 ) -> None:
     """Generate a model's docstrings from measurements and keep them true.
 
@@ -42,16 +39,19 @@ def doc(
       torchwise doc model.py:Net --input 'f32[8,3,32,32]' --check  # CI: exit 1 if stale
       torchwise doc zoo:gpt2 --markdown docs/models/gpt2.md
     """
+    from torchwise.doc.run import run_doc
     from torchwise.errors import ExitCode
-    from torchwise.model.docrun import run_doc
 
     code, out, err = run_doc(
-        target,
-        inputs=inputs,
-        init_kwargs=init_kwargs,
+        target.text,
+        inputs=target.inputs,
+        init_kwargs=target.init_kwargs,
         action=action,
         markdown=markdown,
-        config_start=config_start,
+        config_start=target.config_start,
+        build=target.build,
+        build_on=target.build_on,
+        batch_dim=target.batch_dim,
     )
     if out:
         click.echo(out, nl=not out.endswith("\n"))

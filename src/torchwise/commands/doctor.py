@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from torchwise.commands._target import target_options
+from torchwise.commands._target import TargetArgs, target_options
 
 #: Named dims resized when the batch comes from a target's default inputs: doctor
 #: needs more than one sample (batch-independence, BatchNorm in train mode) and a
@@ -66,8 +64,7 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
 @click.pass_context
 def doctor(
     click_ctx: click.Context,
-    target: str,
-    inputs: tuple[str, ...],
+    target: TargetArgs,
     target_spec: str | None,
     loss: str,
     causal_dim: int | None,
@@ -78,9 +75,7 @@ def doctor(
     overfit_budget: float,
     export_budget: float,
     seed: int,
-    init_kwargs: str | None,
     device: str,
-    config_start: Path | None,
 ) -> None:
     """Run a model on a batch and check what an expert would check by hand.
 
@@ -94,14 +89,12 @@ def doctor(
     """
     from torchwise.doctor import check
     from torchwise.errors import ExitCode
-    from torchwise.target import make_inputs, parse_input_spec, resolve_target
+    from torchwise.target import make_inputs, parse_input_spec
 
     selected = check_ids.split(",") if check_ids else None
-    resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device=device
-    )
+    resolved = target.resolve(device=device)
     args, kwargs = resolved.args, resolved.kwargs
-    if not inputs:
+    if not target.inputs:
         named = {n for spec in resolved.input_specs for n in spec.dim_names()}
         sizes = {k: v for k, v in _DOCTOR_SIZES.items() if k in named}
         if sizes:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from torchwise.commands._target import target_options
+from torchwise.commands._target import TargetArgs, target_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,20 +28,25 @@ from torchwise.commands._target import target_options
     "and fit the growth exponent, e.g. --scaling seq=128,256,512.",
 )  # fmt: skip
 @click.option(
+    "--flops-convention", type=click.Choice(["full", "no-attention"]), default="full",
+    show_default=True,
+    help="full: every product, attention's QK^T and PV included; no-attention: without "
+    "them, as fvcore, ptflops and timm's model cards count. The attention share is "
+    "shown either way.",
+)  # fmt: skip
+@click.option(
     "--no-training", is_flag=True,
     help="Skip the training-mode pass (backward FLOPs and training memory).",
 )  # fmt: skip
 def inspect(
-    target: str,
-    inputs: tuple[str, ...],
-    init_kwargs: str | None,
+    target: TargetArgs,
     device: str,
     mode: str,
     depth: int | None,
     fmt: str,
     scaling: str | None,
+    flops_convention: str,
     no_training: bool,
-    config_start: Path | None,
 ) -> None:
     """Measure a model: shapes, parameters, FLOPs and memory, layer by layer.
 
@@ -59,19 +62,19 @@ def inspect(
     from torchwise.model.scaling import parse_scaling
     from torchwise.model.scaling import scaling as run_scaling
     from torchwise.model.summary import summarize
-    from torchwise.target import resolve_target
 
     dimension = parse_scaling(scaling) if scaling else None
     # Zoo models are built directly on the inspection device: meta costs no memory.
-    resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device=device
-    )
+    resolved = target.resolve(device=device)
     if dimension is not None:
-        result = run_scaling(resolved, dimension[0], dimension[1], device=device, mode=mode)
+        result = run_scaling(
+            resolved, dimension[0], dimension[1], device=device, mode=mode,
+            flops_convention=flops_convention,
+        )  # fmt: skip
         click.echo(render_scaling(result, fmt), nl=False)
         return
     summary = summarize(
         resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth, mode=mode,
-        estimate_training=not no_training, name=resolved.name,
+        estimate_training=not no_training, name=resolved.name, flops_convention=flops_convention,
     )  # fmt: skip
     click.echo(render(summary, fmt), nl=False)

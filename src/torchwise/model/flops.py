@@ -1,22 +1,37 @@
 """FLOP formulas: one registry keyed by aten op, pure functions of shapes.
 
-Convention (the one behind every published figure: torchvision's "GFLOPS",
-fvcore, ``torch.utils.flop_counter``): only multiply-accumulate work in matrix
-products and convolutions is counted, a multiply-add is 2 FLOPs, so MACs =
-FLOPs / 2. Element-wise work, normalisation, softmax and pooling are known ops
-costing no MACs under this convention (:func:`classify` says so explicitly);
-any other op is *unsupported* and reported, never silently counted as zero.
+Convention (the one behind published figures: torchvision's "GFLOPS",
+``torch.utils.flop_counter``): only multiply-accumulate work in matrix products
+and convolutions is counted, a multiply-add is 2 FLOPs, so MACs = FLOPs / 2.
+Element-wise work, normalisation, softmax, pooling and indexing cost no MACs;
+pointwise, reduction and view ops are recognised by their aten tags, every
+other such op is listed by name in :data:`NO_MAC_OPS` (an explicit table: a new
+op is reported, never guessed), and any op in neither is *unsupported* and
+reported, never silently counted as zero.
+
+**Attention.** Every count is split into products with a weight and products
+of two activations, which in practice are attention's ``QK^T`` and ``PV``
+(whether written as ``q @ k.transpose(-2, -1)``, ``einsum`` or
+``F.scaled_dot_product_attention``). The SDPA kernels are attention by op
+(:data:`ATTENTION_OPS`), fused attention blocks carry a formula for their
+attention part (:data:`ATTENTION_PARTS`), and a generic product is attention
+when both operands were computed from the forward's inputs, which the caller
+decides (:func:`count` takes the predicate). The *full* convention (default)
+counts both; *no-attention* leaves attention out, which is what fvcore,
+ptflops, torchinfo and ``FlopCounterMode`` report on the CPU for a model that
+calls ``F.scaled_dot_product_attention``, what timm's model cards list, and
+what the "2 FLOPs per parameter per token" rule assumes.
 
 Formulas build on ``torch.utils.flop_counter`` where it is right (matmuls,
 grouped convolutions, fused attention kernels) and fill its gaps: the CPU
 attention kernels ``_scaled_dot_product_flash_attention_for_cpu`` (and its
-backward), and the fused ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention``
-inference ops ``_transformer_encoder_layer_fwd`` and ``_native_multi_head_attention``.
+backward), the fused ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention``
+inference ops, ``mkldnn_rnn_layer`` (``nn.LSTM`` on the CPU), grouped and
+weight-only-quantised matmuls.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -30,46 +45,74 @@ Formula = Callable[..., int]
 
 #: aten op packet -> formula(*args, out_shape=..., **kwargs) with tensors replaced by shapes.
 FORMULAS: dict[Any, Formula] = {}
+#: ops whose whole cost is attention (products of two activations).
+ATTENTION_OPS: set[Any] = set()
+#: fused ops mixing projections and attention -> the formula of their attention part.
+ATTENTION_PARTS: dict[Any, Formula] = {}
+#: generic products -> positions of their two operands (attention when both are activations).
+PRODUCT_OPERANDS: dict[Any, tuple[int, int]] = {}
 
 
-def register(*ops: Any) -> Callable[[Formula], Formula]:
-    """Register ``formula`` for each aten op packet (``aten.mm``, not ``aten.mm.default``)."""
+def register(
+    *ops: Any, attention: bool = False, operands: tuple[int, int] | None = None
+) -> Callable[[Formula], Formula]:
+    """Register ``formula`` for each aten op packet (``aten.mm``, not ``aten.mm.default``).
+
+    ``attention``: the op's whole cost is attention. ``operands``: the positions
+    of a product's two factors, so that a product of two activations counts as
+    attention.
+    """
 
     def decorator(formula: Formula) -> Formula:
         for op in ops:
             if op in FORMULAS:
                 raise RuntimeError(f"duplicate FLOP formula for {op}")
             FORMULAS[op] = formula
+            if attention:
+                ATTENTION_OPS.add(op)
+            if operands is not None:
+                PRODUCT_OPERANDS[op] = operands
         return formula
 
     return decorator
 
 
-@register(aten.mm)
+def attention_part(*ops: Any) -> Callable[[Formula], Formula]:
+    """Register the attention part of a fused op that also does projections."""
+
+    def decorator(formula: Formula) -> Formula:
+        for op in ops:
+            ATTENTION_PARTS[op] = formula
+        return formula
+
+    return decorator
+
+
+@register(aten.mm, operands=(0, 1))
 def mm_flop(a: Shape, b: Shape, *_: Any, **__: Any) -> int:
     # (m, k) @ (k, n): m*n dot products of length k
     (m, k), (_k, n) = a, b
     return 2 * m * k * n
 
 
-@register(aten.addmm, aten._addmm_activation)
+@register(aten.addmm, aten._addmm_activation, operands=(1, 2))
 def addmm_flop(_bias: Shape, a: Shape, b: Shape, *_: Any, **__: Any) -> int:
     return mm_flop(a, b)  # bias add is element-wise: not a MAC
 
 
-@register(aten.bmm)
+@register(aten.bmm, operands=(0, 1))
 def bmm_flop(a: Shape, b: Shape, *_: Any, **__: Any) -> int:
     # (B, m, k) @ (B, k, n)
     (batch, m, k), (_b, _k, n) = a, b
     return 2 * batch * m * k * n
 
 
-@register(aten.baddbmm)
+@register(aten.baddbmm, operands=(1, 2))
 def baddbmm_flop(_bias: Shape, a: Shape, b: Shape, *_: Any, **__: Any) -> int:
     return bmm_flop(a, b)
 
 
-@register(aten.addbmm)
+@register(aten.addbmm, operands=(1, 2))
 def addbmm_flop(_bias: Shape, a: Shape, b: Shape, *_: Any, **__: Any) -> int:
     return bmm_flop(a, b)  # sum over the batch of (m, k) @ (k, n)
 
@@ -81,9 +124,38 @@ def mv_flop(*args: Any, **__: Any) -> int:
     return 2 * int(m) * int(k)
 
 
-@register(aten.dot, aten.vdot)
+@register(aten.dot, aten.vdot, operands=(0, 1))
 def dot_flop(a: Shape, _b: Shape, *_: Any, **__: Any) -> int:
     return 2 * a[0]
+
+
+@register(aten._scaled_mm)
+def scaled_mm_flop(a: Shape, b: Shape, *_: Any, **__: Any) -> int:
+    return mm_flop(a, b)  # fp8 (m, k) @ (k, n); the scales are element-wise
+
+
+@register(
+    aten._weight_int4pack_mm,
+    aten._weight_int4pack_mm_for_cpu,
+    aten._weight_int4pack_mm_with_scales_and_zeros,
+    aten._weight_int8pack_mm,
+    aten._dyn_quant_matmul_4bit,
+)
+def packed_weight_mm_flop(x: Shape, *_: Any, out_shape: Shape, **__: Any) -> int:
+    # Weight-only quantised x (m, k) @ W^T -> (m, n): the packed weight's layout varies,
+    # the activation and output give m, k and n.
+    return 2 * elements(out_shape) * x[-1]
+
+
+@register(aten._grouped_mm)
+def grouped_mm_flop(a: Shape, b: Shape, *_: Any, out_shape: Shape, **__: Any) -> int:
+    # Mixture-of-experts matmul. 2D x 3D: tokens (M, K) routed over experts (G, K, N) ->
+    # (M, N); 3D x 3D: a batch; 3D x 2D likewise: each output element is one dot product
+    # of length K. 2D x 2D (the weight gradient): (M, K_total) @ (K_total, N) split along
+    # K into G groups -> (G, M, N), so each group's elements sum over its own slice of K.
+    if len(a) == 2 and len(b) == 2:
+        return 2 * a[0] * a[1] * b[-1]
+    return 2 * elements(out_shape) * a[-1]
 
 
 @register(
@@ -114,6 +186,7 @@ def conv_backward_flop(*args: Any, out_shape: Any, **kwargs: Any) -> int:
     aten._scaled_dot_product_cudnn_attention,
     aten._scaled_dot_product_flash_attention_for_cpu,  # flop_counter misses this: 0 on CPU
     aten._scaled_dot_product_fused_attention_overrideable,
+    attention=True,
 )
 def sdpa_flop(q: Shape, k: Shape, v: Shape, *_: Any, **__: Any) -> int:
     # QK^T: (B*h, Tq, d) @ (B*h, d, Tk) and PV: (B*h, Tq, Tk) @ (B*h, Tk, dv). A causal
@@ -127,6 +200,7 @@ def sdpa_flop(q: Shape, k: Shape, v: Shape, *_: Any, **__: Any) -> int:
     aten._scaled_dot_product_cudnn_attention_backward,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
     aten._scaled_dot_product_fused_attention_overrideable_backward,
+    attention=True,
 )
 def sdpa_backward_flop(grad_out: Shape, q: Shape, k: Shape, v: Shape, *_: Any, **__: Any) -> int:
     flop = fc.sdpa_backward_flop_count(  # type: ignore[no-untyped-call]
@@ -135,21 +209,37 @@ def sdpa_backward_flop(grad_out: Shape, q: Shape, k: Shape, v: Shape, *_: Any, *
     return int(flop)
 
 
+def _attention_scores_flop(batch: int, tq: int, tk: int, dim: int) -> int:
+    # QK^T and PV summed over heads: 2 x (B, Tq, Tk, dim) MACs
+    return 2 * 2 * batch * tq * tk * dim
+
+
 def _attention_block_flop(batch: int, tq: int, tk: int, dim: int) -> int:
     # in-projections: q over Tq tokens, k and v over Tk tokens, each (dim x dim)
     proj = 2 * batch * tq * dim * dim + 2 * 2 * batch * tk * dim * dim
-    # QK^T and PV summed over heads: 2 x (B, Tq, Tk, dim) MACs
-    attn = 2 * 2 * batch * tq * tk * dim
     out = 2 * batch * tq * dim * dim  # out-projection
-    return proj + attn + out
+    return proj + _attention_scores_flop(batch, tq, tk, dim) + out
+
+
+def _mha_sizes(q: Shape, k: Shape) -> tuple[int, int, int]:
+    # nn.MultiheadAttention's fused inference path: query (B, Tq, D), key (B, Tk, D)
+    batch, tq = (q[0], q[1]) if len(q) == 3 else (1, q[0])
+    tk = k[1] if len(k) == 3 else k[0]
+    return batch, tq, tk
 
 
 @register(aten._native_multi_head_attention)
 def native_mha_flop(q: Shape, k: Shape, _v: Shape, embed_dim: int, *_: Any, **__: Any) -> int:
-    # nn.MultiheadAttention's fused inference path: query (B, Tq, D), key (B, Tk, D)
-    batch, tq = (q[0], q[1]) if len(q) == 3 else (1, q[0])
-    tk = k[1] if len(k) == 3 else k[0]
-    return _attention_block_flop(batch, tq, tk, embed_dim)
+    return _attention_block_flop(*_mha_sizes(q, k), embed_dim)
+
+
+@attention_part(aten._native_multi_head_attention)
+def native_mha_attention(q: Shape, k: Shape, _v: Shape, embed_dim: int, *_: Any, **__: Any) -> int:
+    return _attention_scores_flop(*_mha_sizes(q, k), embed_dim)
+
+
+def _encoder_sizes(src: Shape) -> tuple[int, int]:
+    return (src[0], src[1]) if len(src) == 3 else (1, src[0])
 
 
 @register(aten._transformer_encoder_layer_fwd)
@@ -158,30 +248,424 @@ def encoder_layer_flop(src: Shape, embed_dim: int, *args: Any, **__: Any) -> int
     # plus the two feed-forward matmuls. args follow embed_dim: num_heads, qkv_weight,
     # qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps, 4 norm tensors, then
     # ffn_weight_1 (F, D) at index 12.
-    batch, seq = (src[0], src[1]) if len(src) == 3 else (1, src[0])
+    batch, seq = _encoder_sizes(src)
     ffn_dim = int(args[12][0])
     ffn = 2 * 2 * batch * seq * embed_dim * ffn_dim
     return _attention_block_flop(batch, seq, seq, embed_dim) + ffn
 
 
-# Ops that do no multiply-accumulate work under the convention above. Pointwise,
-# reduction and view ops are recognised by their aten tags; these are the rest.
-_NO_MAC = re.compile(
-    r"(norm|softmax|pool|dropout|bernoulli|embedding|upsample|pad|_to_copy|copy|clone|cat|stack"
-    r"|split|chunk|unbind|select|slice|index|gather|scatter|where|masked|fill|zero|empty|ones"
-    r"|full|arange|rand|normal|uniform|tril|triu|repeat|expand|view|reshape|transpose|permute"
-    r"|squeeze|unfold|flip|roll|sort|topk|argmax|argmin|max|min|cumsum|detach|alias|lift|t$"
-    r"|_local_scalar_dense|nonzero|unique|one_hot|im2col|col2im|contiguous|_backward$"
-    r"|threshold|sym_|scalar_tensor|as_strided|new_|resize|set_|_unsafe|item|equal|isin|bucketize)"
-)
-#: Backward ops that do multiply-accumulate work and therefore need a formula.
-_MAC_BACKWARDS = re.compile(r"(conv|attention|mm|linear|matmul|einsum|rnn|lstm|gru)")
+@attention_part(aten._transformer_encoder_layer_fwd)
+def encoder_layer_attention(src: Shape, embed_dim: int, *_: Any, **__: Any) -> int:
+    batch, seq = _encoder_sizes(src)
+    return _attention_scores_flop(batch, seq, seq, embed_dim)
+
+
+def _rnn_layer_flop(x: Shape, w_ih: Shape, w_hh: Shape) -> int:
+    # One direction of one layer over all steps: per token, gates x (input + hidden) MACs,
+    # with gates = 4H (LSTM), 3H (GRU) or H (RNN) = the weights' first dim.
+    gates, inputs = w_ih
+    hidden = w_hh[1]
+    tokens = elements(x) // inputs  # T * B
+    return 2 * tokens * gates * (inputs + hidden)
+
+
+@register(aten.mkldnn_rnn_layer)
+def mkldnn_rnn_layer_flop(x: Shape, w_ih: Shape, w_hh: Shape, *_: Any, **__: Any) -> int:
+    # nn.LSTM on the CPU (oneDNN); x is (T, B, I) or (B, T, I)
+    return _rnn_layer_flop(x, w_ih, w_hh)
+
+
+@register(aten.mkldnn_rnn_layer_backward)
+def mkldnn_rnn_layer_backward_flop(x: Shape, w_ih: Shape, w_hh: Shape, *_: Any, **__: Any) -> int:
+    # the gradients of the gate pre-activations times the weights (inputs and hidden
+    # state), and times the inputs and hidden states (weights): twice the forward
+    return 2 * _rnn_layer_flop(x, w_ih, w_hh)
+
+
+def _packets(*names: str) -> frozenset[Any]:
+    # An op missing from this torch version cannot be dispatched: skipping it is exact.
+    return frozenset(getattr(aten, name) for name in names if hasattr(aten, name))
+
+
+#: Ops that do no multiply-accumulate work yet carry neither the pointwise, the
+#: reduction nor the view tag, by what they do. In-place variants (``hardswish_``)
+#: follow their functional op; nothing is matched by substring.
+NO_MAC_OPS: dict[str, frozenset[Any]] = {
+    "normalisation": _packets(
+        "native_batch_norm",
+        "native_batch_norm_backward",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "_native_batch_norm_legit_functional",
+        "_batch_norm_with_update",
+        "_batch_norm_with_update_functional",
+        "_batch_norm_no_update",
+        "batch_norm_backward",
+        "cudnn_batch_norm",
+        "cudnn_batch_norm_backward",
+        "miopen_batch_norm",
+        "miopen_batch_norm_backward",
+        "native_layer_norm",
+        "native_layer_norm_backward",
+        "native_group_norm",
+        "native_group_norm_backward",
+        "_fused_rms_norm",
+        "_fused_rms_norm_backward",
+        "rms_norm",
+        "_weight_norm_interface",
+        "_weight_norm_interface_backward",
+        "renorm",
+        "_foreach_norm",
+    ),
+    "softmax": _packets(
+        "_softmax",
+        "_log_softmax",
+        "_safe_softmax",
+        "_masked_softmax",
+        "softmax",
+        "log_softmax",
+        "_softmax_backward_data",
+        "_log_softmax_backward_data",
+        "_masked_softmax_backward",
+    ),
+    "activation": _packets(
+        "hardswish",
+        "hardswish_backward",
+        "hardsigmoid_backward",
+        "leaky_relu_backward",
+        "elu_backward",
+        "softplus_backward",
+        "mish_backward",
+        "hardtanh_backward",
+        "glu",
+        "glu_backward",
+        "_prelu_kernel",
+        "_prelu_kernel_backward",
+        "floor_divide",
+        "log_sigmoid_forward",
+        "log_sigmoid_backward",
+        "rrelu_with_noise",
+        "rrelu_with_noise_backward",
+        "subtract",
+        "multiply",
+        "divide",
+        "true_divide",
+        "not_equal",
+        "greater_equal",
+        "less_equal",
+        "copysign",
+    ),
+    "pooling": _packets(
+        "max_pool2d_with_indices",
+        "max_pool2d_with_indices_backward",
+        "max_pool3d_with_indices",
+        "max_pool3d_with_indices_backward",
+        "avg_pool2d",
+        "avg_pool2d_backward",
+        "avg_pool3d",
+        "avg_pool3d_backward",
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool2d_backward",
+        "_adaptive_avg_pool3d",
+        "_adaptive_avg_pool3d_backward",
+        "adaptive_max_pool2d",
+        "adaptive_max_pool2d_backward",
+        "max_pool2d",
+        "avg_pool1d",
+        "max_pool1d",
+        "adaptive_max_pool3d",
+        "adaptive_max_pool3d_backward",
+        "fractional_max_pool2d",
+        "fractional_max_pool2d_backward",
+        "fractional_max_pool3d",
+        "fractional_max_pool3d_backward",
+        "max_unpool2d",
+        "max_unpool3d",
+    ),
+    "resampling": _packets(
+        "upsample_nearest1d",
+        "upsample_nearest2d",
+        "upsample_nearest3d",
+        "_upsample_nearest_exact1d",
+        "_upsample_nearest_exact2d",
+        "_upsample_nearest_exact3d",
+        "upsample_linear1d",
+        "upsample_bilinear2d",
+        "upsample_bicubic2d",
+        "upsample_trilinear3d",
+        "upsample_nearest1d_backward",
+        "upsample_nearest2d_backward",
+        "upsample_nearest3d_backward",
+        "_upsample_nearest_exact2d_backward",
+        "upsample_bilinear2d_backward",
+        "upsample_bicubic2d_backward",
+        "grid_sampler_2d",
+        "grid_sampler_2d_backward",
+        "pixel_shuffle",
+        "pixel_unshuffle",
+        "channel_shuffle",
+        "native_channel_shuffle",
+        "im2col",
+        "col2im",
+        "_upsample_bilinear2d_aa",
+        "_upsample_bilinear2d_aa_backward",
+        "_upsample_bicubic2d_aa",
+        "_upsample_bicubic2d_aa_backward",
+        "grid_sampler_3d",
+        "grid_sampler_3d_backward",
+        "_upsample_lanczos2d_aa",
+        "_upsample_lanczos2d_aa_backward",
+    ),
+    "padding": _packets(
+        "constant_pad_nd",
+        "reflection_pad1d",
+        "reflection_pad2d",
+        "reflection_pad3d",
+        "reflection_pad2d_backward",
+        "replication_pad1d",
+        "replication_pad2d",
+        "replication_pad3d",
+        "replication_pad2d_backward",
+        "_pad_circular",
+        "_pad_enum",
+        "reflection_pad1d_backward",
+        "reflection_pad3d_backward",
+        "replication_pad1d_backward",
+        "replication_pad3d_backward",
+        "pad_sequence",
+        "_pack_padded_sequence",
+        "_pad_packed_sequence",
+    ),
+    "random": _packets(
+        "bernoulli",
+        "native_dropout",
+        "native_dropout_backward",
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "normal",
+        "uniform",
+        "exponential",
+        "random",
+        "cauchy",
+        "geometric",
+        "log_normal",
+        "multinomial",
+        "dropout",
+        "alpha_dropout",
+        "feature_dropout",
+        "feature_alpha_dropout",
+        "_fused_dropout",
+        "_masked_scale",
+        "_philox_key_split",
+        "_philox_normal",
+        "_philox_uniform",
+    ),
+    "creation": _packets(
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "arange",
+        "linspace",
+        "eye",
+        "scalar_tensor",
+        "lift_fresh",
+        "tril_indices",
+        "triu_indices",
+        "fill",
+        "zero",
+        "empty_permuted",
+        "lift",
+        "lift_fresh_copy",
+        "resize_as",
+    ),
+    "copy": _packets(
+        "_to_copy",
+        "copy",
+        "clone",
+        "_unsafe_view",
+        "resize",
+        "set",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "_resize_output",
+        "as_strided_scatter",
+        "slice_scatter",
+        "select_scatter",
+        "diagonal_scatter",
+        "select_backward",
+        "slice_backward",
+        "diagonal_backward",
+        "unfold_backward",
+        "_reshape_copy",
+        "_dyn_quant_pack_4bit_weight",
+        "_jagged_to_padded_dense_forward",
+        "_padded_dense_to_jagged_forward",
+        "_nested_tensor_from_tensor_list",
+        "_nested_view_from_buffer_copy",
+    ),
+    "indexing": _packets(
+        "index",
+        "index_put",
+        "_index_put_impl",
+        "index_select",
+        "index_select_backward",
+        "index_add",
+        "index_copy",
+        "index_fill",
+        "gather",
+        "gather_backward",
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "masked_scatter",
+        "masked_select",
+        "take",
+        "put",
+        "where",
+        "nonzero",
+        "embedding",
+        "embedding_dense_backward",
+        "embedding_backward",
+        "_embedding_bag",
+        "_embedding_bag_backward",
+        "_embedding_bag_dense_backward",
+        "embedding_renorm",
+        "one_hot",
+        "isin",
+        "searchsorted",
+        "bucketize",
+        "_unsafe_index",
+        "_unsafe_index_put",
+        "_unsafe_masked_index",
+        "_unsafe_masked_index_put_accumulate",
+        "index_reduce",
+        "nonzero_static",
+        "nonzero_numpy",
+        "masked_scatter_backward",
+        "_embedding_bag_forward_only",
+        "_embedding_bag_per_sample_weights_backward",
+    ),
+    "rearranging": _packets(
+        "cat",
+        "stack",
+        "hstack",
+        "vstack",
+        "roll",
+        "flip",
+        "repeat",
+        "repeat_interleave",
+        "tile",
+        "tril",
+        "triu",
+        "_chunk_cat",
+        "unsafe_split",
+        "unsafe_split_with_sizes",
+        "unsafe_chunk",
+        "fft_fftshift",
+        "fft_ifftshift",
+    ),
+    "sorting and counting": _packets(
+        "sort",
+        "argsort",
+        "topk",
+        "kthvalue",
+        "median",
+        "cumsum",
+        "cumprod",
+        "logcumsumexp",
+        "histc",
+        "bincount",
+        "_unique2",
+        "unique_dim",
+        "unique_consecutive",
+        "cummax",
+        "cummin",
+        "_unique",
+        "_segment_reduce_backward",
+    ),
+    "losses": _packets(
+        "nll_loss_forward",
+        "nll_loss_backward",
+        "nll_loss2d_forward",
+        "nll_loss2d_backward",
+        "mse_loss",
+        "mse_loss_backward",
+        "l1_loss",
+        "smooth_l1_loss",
+        "smooth_l1_loss_backward",
+        "huber_loss",
+        "huber_loss_backward",
+        "binary_cross_entropy",
+        "binary_cross_entropy_backward",
+        "binary_cross_entropy_with_logits",
+        "soft_margin_loss",
+        "soft_margin_loss_backward",
+        "kl_div",
+        "hinge_embedding_loss",
+        "multilabel_margin_loss_forward",
+        "multilabel_margin_loss_backward",
+        "multi_margin_loss",
+        "multi_margin_loss_backward",
+        "_ctc_loss",
+        "_ctc_loss_backward",
+        "dist",
+    ),
+    "scalars and checks": _packets(
+        "_local_scalar_dense",
+        "item",
+        "equal",
+        "is_nonzero",
+        "is_same_size",
+        "_assert_async",
+        "_assert_scalar",
+        "_assert_tensor_metadata",
+        "_functional_assert_async",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "_make_dep_token",
+        "_functional_sym_constrain_range",
+        "sym_constrain_range",
+        "record_stream",
+        "storage_offset",
+        "is_contiguous",
+        "is_strides_like_format",
+        "_print",
+        "sym_constrain_range_for_size",
+        "_functional_sym_constrain_range_for_size",
+    ),
+}
+_NO_MAC: frozenset[Any] = frozenset().union(*NO_MAC_OPS.values())
+
+
+def _functional(packet: Any) -> Any:
+    """``aten.hardswish`` for ``aten.hardswish_`` (in-place variants do the same work)."""
+    name = getattr(packet, "__name__", "")
+    return getattr(aten, name[:-1], packet) if name.endswith("_") else packet
 
 
 def classify(func: Any) -> str:
     """``"counted"`` (has a formula), ``"no-mac"`` (known, 0 MACs) or ``"unsupported"``."""
     packet = getattr(func, "overloadpacket", func)
-    if packet in FORMULAS:
+    base = _functional(packet)
+    if packet in FORMULAS or base in FORMULAS:
         return "counted"
     if getattr(func, "namespace", "aten") == "prim":
         return "no-mac"  # metadata queries (prim.device, prim.layout) under fake tensors
@@ -189,13 +673,21 @@ def classify(func: Any) -> str:
     if (
         torch.Tag.pointwise in tags
         or torch.Tag.reduction in tags
+        or torch.Tag.view_copy in tags  # view_copy, permute_copy...: a view, materialised
         or getattr(func, "is_view", False)
+        or packet in _NO_MAC
+        or base in _NO_MAC
+        or (base is not packet and _is_free(base))  # transpose_, relu_: as their functional op
     ):
         return "no-mac"
-    name = getattr(packet, "__name__", str(packet))
-    if name.endswith("_backward") and _MAC_BACKWARDS.search(name):
-        return "unsupported"
-    return "no-mac" if _NO_MAC.search(name) else "unsupported"
+    return "unsupported"
+
+
+def _is_free(packet: Any) -> bool:
+    """A functional op whose overloads are views, pointwise or reductions."""
+    overloads = [getattr(packet, name) for name in packet.overloads()]
+    free = (torch.Tag.pointwise, torch.Tag.reduction, torch.Tag.view_copy)
+    return any(op.is_view or any(tag in op.tags for tag in free) for op in overloads)
 
 
 def _shape_of(value: Any) -> Any:
@@ -206,12 +698,32 @@ def _shape_of(value: Any) -> Any:
     return value
 
 
-def count(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """FLOPs of one call of ``func``; callers check :func:`classify` first."""
-    formula = FORMULAS[func.overloadpacket]
+def count(
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    out: Any,
+    is_activation: Callable[[Any], bool],
+) -> tuple[int, int]:
+    """(FLOPs, of which attention) of one call of ``func``; callers check :func:`classify`.
+
+    ``is_activation(tensor)``: was the tensor computed from the forward's inputs?
+    """
+    packet = func.overloadpacket
+    if packet not in FORMULAS:
+        packet = _functional(packet)
     shapes = _shape_of(args)
     kw = {k: _shape_of(v) for k, v in kwargs.items()}
-    return int(formula(*shapes, out_shape=_shape_of(out), **kw))
+    out_shape = _shape_of(out)
+    flops = int(FORMULAS[packet](*shapes, out_shape=out_shape, **kw))
+    if packet in ATTENTION_OPS:
+        return flops, flops
+    if packet in ATTENTION_PARTS:
+        return flops, int(ATTENTION_PARTS[packet](*shapes, out_shape=out_shape, **kw))
+    operands = PRODUCT_OPERANDS.get(packet)
+    if operands is not None and all(is_activation(args[i]) for i in operands):
+        return flops, flops
+    return flops, 0
 
 
 def elements(shape: Shape) -> int:

@@ -8,28 +8,9 @@ import json
 
 from torchwise.model.scaling import ScalingResult
 from torchwise.model.summary import LayerInfo, ModelSummary
+from torchwise.units import count, exact, nbytes
 
 FORMATS = ("text", "json", "markdown", "csv")
-
-
-def si(value: float | None, unit: str = "") -> str:
-    """1_234_567 -> '1.23 M' (decimal prefixes, as FLOP figures are published)."""
-    if value is None:
-        return "n/a"
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {prefix}{unit}"
-    return f"{value:.0f} {unit}".rstrip()
-
-
-def size(nbytes: float | None) -> str:
-    """Bytes with binary prefixes (memory is allocated in powers of two)."""
-    if nbytes is None:
-        return "n/a"
-    for factor, prefix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if nbytes >= factor:
-            return f"{nbytes / factor:.2f} {prefix}"
-    return f"{nbytes:.0f} B"
 
 
 def shapes(values: list[tuple[int, ...]]) -> str:
@@ -54,10 +35,10 @@ def _row(layer: LayerInfo) -> list[str]:
         label,
         shapes(layer.input_shapes),
         shapes(layer.output_shapes),
-        f"{layer.params_total:,}",
+        exact(layer.params_total),
         _trainable(layer),
-        si(layer.flops),
-        size(layer.activation_bytes),
+        count(layer.flops),
+        nbytes(layer.activation_bytes),
     ]
 
 
@@ -75,32 +56,68 @@ HEADERS = [
 def _totals(s: ModelSummary) -> list[tuple[str, str]]:
     frozen = s.total_params - s.trainable_params
     rows = [
-        ("Parameters", f"{s.total_params:,} (trainable {s.trainable_params:,}, frozen {frozen:,})"),
+        (
+            "Parameters",
+            f"{exact(s.total_params)} (trainable {exact(s.trainable_params)}, "
+            f"frozen {exact(frozen)})",
+        ),
     ]
     for group in s.shared_params:
         rows.append(("Shared", " = ".join(group) + " (counted once)"))
-    by_dtype = ", ".join(f"{d} {size(n)}" for d, n in sorted(s.param_bytes_by_dtype.items()))
+    by_dtype = ", ".join(f"{d} {nbytes(n)}" for d, n in sorted(s.param_bytes_by_dtype.items()))
     rows += [
-        ("Parameter memory", f"{size(s.param_bytes)} ({by_dtype or 'none'})"),
-        ("Buffers", f"{s.buffer_count} ({size(s.buffer_bytes)})"),
-        ("Forward", f"{si(s.flops_forward, 'FLOPs')} = {si(s.macs_forward, 'MACs')}"),
+        ("Parameter memory", f"{nbytes(s.param_bytes)} ({by_dtype or 'none'})"),
+        ("Buffers", f"{s.buffer_count} ({nbytes(s.buffer_bytes)})"),
+        ("Forward", f"{count(s.flops_forward, 'FLOPs')} = {count(s.macs_forward, 'MACs')}"),
     ]
+    rows += _attention_rows(s)
     if s.flops_training is not None:
-        rows.append(("Forward + backward", f"{si(s.flops_training, 'FLOPs')}"))
-    rows.append((f"Peak activations ({s.mode})", size(s.peak_activation_bytes)))
+        training = count(s.flops_training, "FLOPs")
+        if s.flops_convention != "full":
+            training += " (full convention)"
+        rows.append(("Forward + backward", training))
+    rows.append((f"Peak activations ({s.mode})", nbytes(s.peak_activation_bytes)))
     if s.training is not None:
         t = s.training
         rows.append(
             (
                 "Training memory",
-                f"{size(t.total('adam'))} with Adam = weights {size(t.weights)} + grads "
-                f"{size(t.gradients)} + Adam state {size(t.optimizer['adam'])} + activations "
-                f"{size(t.activations)}; SGD {size(t.total('sgd'))}, "
-                f"SGD+momentum {size(t.total('sgd-momentum'))}",
+                f"{nbytes(t.total('adam'))} with Adam = weights {nbytes(t.weights)} + grads "
+                f"{nbytes(t.gradients)} + Adam state {nbytes(t.optimizer['adam'])} + activations "
+                f"{nbytes(t.activations)}; SGD {nbytes(t.total('sgd'))}, "
+                f"SGD+momentum {nbytes(t.total('sgd-momentum'))}",
             )
         )
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(s.unsupported_ops.items()))
     rows.append(("Unsupported ops", ops or "none (every op is counted or known to cost no MACs)"))
+    return rows
+
+
+def _attention_rows(s: ModelSummary) -> list[tuple[str, str]]:
+    """Attention's share of the forward and the FLOP convention in use."""
+    full = s.flops_forward_full
+    rows = []
+    if s.attention_flops_forward:
+        share = 100 * s.attention_flops_forward / max(full, 1)
+        rows.append(
+            (
+                "Attention",
+                f"{count(s.attention_flops_forward, 'FLOPs')} ({share:.1f}% of the full forward; "
+                "products of two activations: QK^T and PV)",
+            )
+        )
+    if s.flops_convention == "full":
+        text = (
+            "full: every multiply-accumulate of matrix products and convolutions, 2 FLOPs "
+            "each, attention's included (--flops-convention no-attention matches fvcore, "
+            "ptflops and timm's model cards)"
+        )
+    else:
+        text = (
+            "no-attention: products of two activations left out, as fvcore, ptflops and "
+            "timm's model cards count (--flops-convention full counts them)"
+        )
+    rows.append(("FLOP convention", text))
     return rows
 
 
@@ -149,13 +166,14 @@ def render_csv(s: ModelSummary) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
         ["name", "type", "depth", "input_shapes", "output_shapes", "params_own", "params_total",
-         "params_trainable", "flops", "activation_bytes", "calls"]
+         "params_trainable", "flops", "attention_flops", "activation_bytes", "calls"]
     )  # fmt: skip
     for layer in s.layers:
         writer.writerow(
             [layer.name, layer.type_name, layer.depth, shapes(layer.input_shapes),
              shapes(layer.output_shapes), layer.params_own, layer.params_total,
-             layer.params_trainable, layer.flops, layer.activation_bytes, layer.calls]
+             layer.params_trainable, layer.flops, layer.attention_flops, layer.activation_bytes,
+             layer.calls]
         )  # fmt: skip
     return out.getvalue()
 
@@ -181,7 +199,7 @@ def render_scaling(r: ScalingResult, fmt: str) -> str:
         rows = [f"{p.size},{p.flops},{p.peak_activation_bytes}" for p in r.points]
         return "\n".join([f"{r.dimension},flops,peak_activation_bytes", *rows]) + "\n"
     table = [[r.dimension, "FLOPs", "Peak activations"]]
-    table += [[str(p.size), si(p.flops), size(p.peak_activation_bytes)] for p in r.points]
+    table += [[str(p.size), count(p.flops), nbytes(p.peak_activation_bytes)] for p in r.points]
     if fmt == "markdown":
         lines = ["| " + " | ".join(row) + " |" for row in table]
         lines.insert(1, "|---:|---:|---:|")

@@ -85,6 +85,7 @@ def scaling(
     *,
     device: str = "meta",
     mode: str = "eval",
+    flops_convention: str = "full",
 ) -> ScalingResult:
     """Measure forward FLOPs and peak activation memory at each size of ``dimension``."""
     specs: list[InputSpec] = target.input_specs
@@ -94,8 +95,9 @@ def scaling(
     for size in sizes:
         args, kwargs = make_inputs(specs, device=device, sizes={dimension: size})
         summary = summarize(
-            target.model, args, kwargs, device=device, mode=mode, estimate_training=False, depth=0
-        )
+            target.model, args, kwargs, device=device, mode=mode, estimate_training=False,
+            depth=0, flops_convention=flops_convention,
+        )  # fmt: skip
         points.append(ScalingPoint(size, summary.flops_forward, summary.peak_activation_bytes))
     return ScalingResult(
         dimension=dimension,

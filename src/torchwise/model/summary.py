@@ -22,6 +22,8 @@ from torchwise.model.trace import ForwardError, TraceResult, trace
 
 #: Bumped on any incompatible change to :meth:`ModelSummary.to_dict`'s layout.
 SCHEMA_VERSION = 1
+#: FLOP conventions: every product, or without attention's (see torchwise.model.flops).
+CONVENTIONS = ("full", "no-attention")
 
 
 @dataclass
@@ -38,6 +40,9 @@ class LayerInfo:
     params_trainable: int
     trainable: bool | None  # None: no parameters; False also when only partly trainable
     flops: int
+    #: the part of ``flops`` in attention (products of two activations), whatever
+    #: the convention; under "no-attention" it is not included in ``flops``
+    attention_flops: int
     activation_bytes: int
     calls: int
 
@@ -56,6 +61,10 @@ class ModelSummary:
     param_bytes_by_dtype: dict[str, int]
     flops_forward: int
     macs_forward: int
+    #: attention's share of the forward (products of two activations: QK^T and PV)
+    attention_flops_forward: int
+    #: "full" (every product) or "no-attention" (what the peers report; see flops.py)
+    flops_convention: str
     flops_backward: int | None
     output_shapes: list[tuple[int, ...]]
     output_dtypes: list[str]
@@ -73,10 +82,19 @@ class ModelSummary:
 
     @property
     def flops_training(self) -> int | None:
-        """Forward + backward FLOPs of one training step (measured, not 3x guessed)."""
+        """Forward + backward FLOPs of one training step (measured, not 3x guessed), in
+        the full convention whatever ``flops_convention`` says (backward attention is
+        not separated)."""
         if self.flops_backward is None:
             return None
-        return self.flops_forward + self.flops_backward
+        return self.flops_forward_full + self.flops_backward
+
+    @property
+    def flops_forward_full(self) -> int:
+        """Forward FLOPs in the full convention (attention's products included)."""
+        if self.flops_convention == "full":
+            return self.flops_forward
+        return self.flops_forward + self.attention_flops_forward
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form (see docs/inspect.md for the schema)."""
@@ -105,26 +123,42 @@ def _shared_groups(model: torch.nn.Module) -> list[list[str]]:
     return [group for group in names.values() if len(group) > 1]
 
 
-def _container_totals(model: torch.nn.Module, result: TraceResult) -> dict[str, tuple[int, int]]:
-    """FLOPs and activation bytes of modules never called themselves (``ModuleList``,
-    a ``Sequential`` iterated by hand): the sums over their outermost called descendants."""
-    totals: dict[str, tuple[int, int]] = {}
+@dataclass(frozen=True)
+class _Totals:
+    flops: int = 0
+    attention: int = 0
+    activation_bytes: int = 0
 
-    def visit(prefix: str, module: torch.nn.Module) -> tuple[int, int]:
+    def __add__(self, other: _Totals) -> _Totals:
+        return _Totals(
+            self.flops + other.flops,
+            self.attention + other.attention,
+            self.activation_bytes + other.activation_bytes,
+        )
+
+
+def _layer_totals(model: torch.nn.Module, result: TraceResult) -> dict[str, _Totals]:
+    """Each module's FLOPs, attention FLOPs and activation bytes. Modules never called
+    themselves (``ModuleList``, a ``Sequential`` iterated by hand) get the sums over
+    their outermost called descendants."""
+    totals: dict[str, _Totals] = {}
+
+    def visit(prefix: str, module: torch.nn.Module) -> _Totals:
         record = result.records.get(prefix)
         sums = [visit(f"{prefix}.{n}" if prefix else n, c) for n, c in module.named_children()]
         if record is not None and record.calls:
-            return record.flops, record.activation_bytes
-        total = (sum(f for f, _ in sums), sum(a for _, a in sums))
-        totals[prefix] = total
-        return total
+            own = _Totals(record.flops, record.attention_flops, record.activation_bytes)
+        else:
+            own = sum(sums, _Totals())
+        totals[prefix] = own
+        return own
 
     visit("", model)
     return totals
 
 
-def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInfo]:
-    containers = _container_totals(model, result)
+def _static_layers(model: torch.nn.Module, result: TraceResult, convention: str) -> list[LayerInfo]:
+    totals = _layer_totals(model, result)
     layers = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
@@ -132,6 +166,8 @@ def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInf
         trainable = sum(p.numel() for p in total if p.requires_grad)
         count = sum(p.numel() for p in total)
         record = result.records.get(name)
+        measured = totals.get(name, _Totals())
+        flops = measured.flops - (measured.attention if convention == "no-attention" else 0)
         layers.append(
             LayerInfo(
                 name=name,
@@ -143,12 +179,9 @@ def _static_layers(model: torch.nn.Module, result: TraceResult) -> list[LayerInf
                 params_total=count,
                 params_trainable=trainable,
                 trainable=None if count == 0 else trainable == count,
-                flops=record.flops if record and record.calls else containers.get(name, (0, 0))[0],
-                activation_bytes=(
-                    record.activation_bytes
-                    if record and record.calls
-                    else containers.get(name, (0, 0))[1]
-                ),
+                flops=flops,
+                attention_flops=measured.attention,
+                activation_bytes=measured.activation_bytes,
                 calls=record.calls if record else 0,
             )
         )
@@ -214,6 +247,7 @@ def summarize(
     mode: str = "eval",
     estimate_training: bool = True,
     name: str | None = None,
+    flops_convention: str = "full",
 ) -> ModelSummary:
     """Measure ``model(*args, **kwargs)`` without touching ``model``.
 
@@ -222,9 +256,18 @@ def summarize(
     ``depth`` keeps layers at most that deep (root is 0). ``estimate_training``
     also runs a training-mode forward and backward to measure saved activations
     and backward FLOPs (in ``"train"`` mode that is the same run).
+    ``flops_convention``: ``"full"`` counts every product, attention's included;
+    ``"no-attention"`` leaves out products of two activations (attention's QK^T
+    and PV), as fvcore, ptflops and timm's model cards do. The attention share
+    is measured either way (``attention_flops_forward``); backward FLOPs always
+    count every product.
     """
     if mode not in ("eval", "train"):
         raise TorchwiseError(f"mode must be 'eval' or 'train', not {mode!r}")
+    if flops_convention not in CONVENTIONS:
+        raise TorchwiseError(
+            f"flops_convention must be one of {', '.join(CONVENTIONS)}, not {flops_convention!r}"
+        )
     kwargs = kwargs or {}
     notes: list[str] = []
     train = mode == "train"
@@ -238,7 +281,7 @@ def summarize(
         by_dtype[str(param.dtype).removeprefix("torch.")] += param.numel() * param.element_size()
     trainable_bytes = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
     buffers = list(model.buffers())
-    layers = _static_layers(model, result)
+    layers = _static_layers(model, result, flops_convention)
     if depth is not None:
         layers = [layer for layer in layers if layer.depth <= depth]
     training = None
@@ -251,6 +294,9 @@ def summarize(
             + ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))
         )
     input_shapes = [s for s in _flat_shapes((args, kwargs))]
+    flops_forward = result.flops_forward
+    if flops_convention == "no-attention":
+        flops_forward -= result.attention_flops_forward
     return ModelSummary(
         model_name=name or type(model).__name__,
         layers=layers,
@@ -260,8 +306,10 @@ def summarize(
         buffer_count=len(buffers),
         buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
         param_bytes_by_dtype=dict(by_dtype),
-        flops_forward=result.flops_forward,
-        macs_forward=result.flops_forward // 2,
+        flops_forward=flops_forward,
+        macs_forward=flops_forward // 2,
+        attention_flops_forward=result.attention_flops_forward,
+        flops_convention=flops_convention,
         flops_backward=train_result.flops_backward,
         output_shapes=result.output_shapes,
         output_dtypes=result.output_dtypes,

@@ -1,34 +1,33 @@
 """Run one forward (and optionally backward) on a private copy of a model, measuring it.
 
-The caller's model is never touched: :func:`private_copy` deep-copies the module
-tree with every parameter and buffer pre-mapped in the ``deepcopy`` memo, so
-weights are never duplicated (meta: shape-only stand-ins; same device: the
-copy's parameters share storage through ``detach()``, so gradients and buffer
-updates land on the copy). Hooks go on the copy only.
+The caller's model is never touched: the run is on a private copy
+(:mod:`torchwise.model.private`, which also refuses any op on the caller's own
+tensors), and hooks go on the copy only.
 
 One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 (:mod:`torchwise.model.flops`) and newly allocated bytes
 (:mod:`torchwise.model.memory`) to every module on the current call stack, which
-forward pre/post hooks maintain.
+:func:`torchwise.hooks.module_calls` maintains.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import traceback
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
 
 from torchwise.errors import TorchwiseError
+from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
 from torchwise.model.memory import LiveBytes, alive_bytes
+from torchwise.model.private import Untouched, private_copy, to_device
 
 
 @dataclass
@@ -39,6 +38,8 @@ class ModuleRecord:
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)
     flops: int = 0
+    #: the part of ``flops`` in products of two activations (attention's QK^T and PV)
+    attention_flops: int = 0
     #: bytes of tensors the module created that are still alive when it returns: its
     #: outputs and, with autograd recording, what was saved for backward.
     activation_bytes: int = 0
@@ -52,6 +53,8 @@ class TraceResult:
 
     records: dict[str, ModuleRecord]
     flops_forward: int
+    #: the part of ``flops_forward`` in products of two activations
+    attention_flops_forward: int
     flops_backward: int | None
     unsupported_ops: dict[str, int]
     peak_activation_bytes: int
@@ -80,92 +83,68 @@ def _fmt_shapes(values: Any) -> str:
     return ", ".join(parts) or "no tensors"
 
 
-def _fake(mode: FakeTensorMode, tensor: torch.Tensor) -> torch.Tensor:
-    # A fake tensor claims a CPU device but is backed by meta: shape-only, yet code
-    # that checks `x.device` or creates CPU constants in forward runs as on a CPU.
-    return FakeTensor(mode, torch.empty_like(tensor, device="meta"), torch.device("cpu"))
+class _Measure(Untouched):  # type: ignore[no-untyped-call]
+    """Adds each op's FLOPs and new bytes to every module on the call stack (and,
+    as :class:`Untouched`, refuses any op on the caller's own tensors)."""
 
-
-def private_copy(
-    model: torch.nn.Module, device: torch.device, fake: FakeTensorMode | None = None
-) -> torch.nn.Module:
-    """A copy of ``model`` on ``device`` (or fake CPU tensors) sharing no mutable state."""
-    memo: dict[int, Any] = {}
-    for param in model.parameters():
-        if fake is not None:
-            data = _fake(fake, param)
-        elif device.type == "meta":
-            data = torch.empty_like(param, device="meta")
-        elif param.device.type == "meta":
-            # Shape-only weights: materialise uninitialised memory, counts stay exact.
-            data = torch.empty_like(param, device=device)
-        else:
-            data = param.detach().to(device)  # no copy when already on device
-        memo[id(param)] = torch.nn.Parameter(data, requires_grad=param.requires_grad)
-    for buffer in model.buffers():
-        if fake is not None:
-            memo[id(buffer)] = _fake(fake, buffer)
-        elif device.type == "meta" or buffer.device.type == "meta":
-            memo[id(buffer)] = torch.empty_like(buffer, device=device)
-        else:
-            # Buffers change in forward (BatchNorm running stats): always a real copy.
-            memo[id(buffer)] = buffer.detach().to(device, copy=True)
-    try:
-        return copy.deepcopy(model, memo)
-    except Exception as exc:
-        raise TorchwiseError(
-            f"cannot copy {type(model).__name__} to inspect it without touching it: "
-            f"deepcopy raised {type(exc).__name__}: {exc}",
-            hint="torchwise never runs your own model object; make the module deep-copyable "
-            "(no open files, locks or generators as attributes)",
-        ) from None
-
-
-def to_device(values: Any, device: torch.device, fake: FakeTensorMode | None = None) -> Any:
-    """Move every tensor in a nested structure to ``device`` (meta: shape only)."""
-
-    def move(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return value
-        if fake is not None:
-            return _fake(fake, value)
-        if device.type == "meta":
-            return torch.empty_like(value, device="meta")
-        if value.device.type == "meta":
-            # Shape-only inputs have no values: zeros are valid for any dtype and index.
-            return torch.zeros_like(value, device=device)
-        return value.to(device)
-
-    return tree_map(move, values)
-
-
-class _Measure(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Adds each op's FLOPs and new bytes to every module on the call stack."""
-
-    def __init__(self, stack: list[str], records: dict[str, ModuleRecord], live: LiveBytes) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+    def __init__(
+        self,
+        original: torch.nn.Module,
+        stack: list[str],
+        records: dict[str, ModuleRecord],
+        live: LiveBytes,
+    ) -> None:
+        super().__init__(original)
         self.stack = stack
         self.records = records
         self.live = live
         self.flops = 0
+        self.attention_flops = 0
         self.unsupported: Counter[str] = Counter()
+        #: tensors computed from the forward's inputs, id -> weak reference (ids are
+        #: reused once a tensor dies, so a hit must still point at the same object)
+        self.activations: dict[int, weakref.ref[torch.Tensor]] = {}
+
+    def track_inputs(self, values: Any) -> None:
+        """Seed the activations: everything computed from these is one too."""
+        for leaf in tree_flatten(values)[0]:
+            if isinstance(leaf, torch.Tensor):
+                self.activations[id(leaf)] = weakref.ref(leaf)
+
+    def is_activation(self, value: Any) -> bool:
+        ref = self.activations.get(id(value))
+        return ref is not None and ref() is value
+
+    def _from_activations(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        for arg in (*args, *kwargs.values()):
+            items = arg if isinstance(arg, list | tuple) else (arg,)
+            if any(self.is_activation(item) for item in items):
+                return True
+        return False
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
+        self.check(args, kwargs)
         out = func(*args, **kwargs)
         kind = F.classify(func)
         if kind == "counted":
-            n = F.count(func, args, kwargs, out)
+            n, attention = F.count(func, args, kwargs, out, self.is_activation)
             self.flops += n
+            self.attention_flops += attention
             for name in self.stack:
-                self.records[name].flops += n
+                record = self.records[name]
+                record.flops += n
+                record.attention_flops += attention
         elif kind == "unsupported":
             self.unsupported[str(func.overloadpacket).removeprefix("aten.")] += 1
         leaves, _ = tree_flatten(out)
+        derived = bool(self.activations) and self._from_activations(args, kwargs)
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
+                if derived:
+                    self.activations[id(leaf)] = weakref.ref(leaf)
                 ref, nbytes = self.live.allocated(leaf)
                 if ref is not None:
                     for name in self.stack:
@@ -203,66 +182,48 @@ def trace(
     work = private_copy(model, device, fake_mode)
     work.train(train)
     args, kwargs = to_device((args, kwargs), device, fake_mode)
-    stack: list[str] = []
-    records: dict[str, ModuleRecord] = {}
-    call_inputs: dict[str, Any] = {}
-    handles = []
+    records = {name: ModuleRecord() for name, _ in work.named_modules()}
 
-    def pre_hook(name: str) -> Any:
-        def hook(_m: torch.nn.Module, a: Any, kw: Any) -> None:
-            stack.append(name)
-            record = records[name]
-            record.calls += 1
-            if record.calls == 1:
-                record.input_shapes = _shapes((a, kw))
-            call_inputs[name] = (a, kw)
+    def entered(call: ModuleCall) -> None:
+        record = records[call.name]
+        record.calls += 1
+        if record.calls == 1:
+            record.input_shapes = _shapes((call.args, call.kwargs))
 
-        return hook
+    def returned(call: ModuleCall, out: Any) -> None:
+        record = records[call.name]
+        if record.calls == 1:
+            record.output_shapes = _shapes(out)
+        record.activation_bytes += alive_bytes(record.pending)
+        record.pending.clear()
 
-    def post_hook(name: str) -> Any:
-        def hook(_m: torch.nn.Module, _a: Any, _kw: Any, out: Any) -> None:
-            record = records[name]
-            if record.calls == 1:
-                record.output_shapes = _shapes(out)
-            record.activation_bytes += alive_bytes(record.pending)
-            record.pending.clear()
-            if stack and stack[-1] == name:
-                stack.pop()
-            call_inputs.pop(name, None)
-
-        return hook
-
-    for name, module in work.named_modules():
-        records[name] = ModuleRecord()
-        handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
-        handles.append(module.register_forward_hook(post_hook(name), with_kwargs=True))
     existing = [*work.parameters(), *work.buffers()]
     existing += [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
     live = LiveBytes(existing)
-    mode = _Measure(stack, records, live)
     grad = torch.enable_grad() if train else torch.no_grad()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    try:
-        # The measuring mode is entered last, so it sees each op before the fake mode.
-        with grad, outer, mode:
-            output = work(*args, **kwargs)
-    except TorchwiseError:
-        raise
-    except Exception as exc:
-        where = stack[-1] if stack else ""
-        label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
-        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        received = _fmt_shapes(call_inputs.get(where, (args, kwargs)))
-        raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
-    finally:
-        for handle in handles:
-            handle.remove()
+    with module_calls(work, on_enter=entered, on_exit=returned) as calls:
+        mode = _Measure(model, calls.stack, records, live)
+        mode.track_inputs((args, kwargs))
+        try:
+            # The measuring mode is entered last, so it sees each op before the fake mode.
+            with grad, outer, mode:
+                output = work(*args, **kwargs)
+        except TorchwiseError:
+            raise
+        except Exception as exc:
+            failed = calls.failed
+            where = failed.name if failed is not None else ""
+            label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
+            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            received = _fmt_shapes((failed.args, failed.kwargs) if failed else (args, kwargs))
+            raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
     saved = live.current
     flops_backward = None
     if backward and train:
         loss = _loss(output)
         if loss is not None:
-            back = _Measure([], records, LiveBytes())
+            back = _Measure(model, [], records, LiveBytes())
             with outer, back:
                 loss.backward()  # type: ignore[no-untyped-call]
             flops_backward = back.flops
@@ -271,6 +232,7 @@ def trace(
     return TraceResult(
         records=records,
         flops_forward=mode.flops,
+        attention_flops_forward=mode.attention_flops,
         flops_backward=flops_backward,
         unsupported_ops=dict(mode.unsupported),
         peak_activation_bytes=live.peak,

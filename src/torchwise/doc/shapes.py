@@ -115,8 +115,9 @@ class Runner:
     def __init__(self, model: torch.nn.Module, specs: Sequence[InputSpec]) -> None:
         import torch
 
-        from torchwise.model.trace import private_copy
+        from torchwise.model import private_copy
 
+        self.original = model
         self.specs = list(specs)
         self.error = ""
         self.device = "meta"
@@ -140,10 +141,14 @@ class Runner:
     def run(self, specs: Sequence[InputSpec]) -> list[tuple[str, torch.Tensor]] | None:
         import torch
 
+        from torchwise.model import ReferenceLeak, Untouched
+
         try:
             args, kwargs = make_inputs(specs, device=self.device)
-            with torch.no_grad():
+            with torch.no_grad(), Untouched(self.original):
                 out = self.model(*args, **kwargs)
+        except ReferenceLeak:
+            raise
         except Exception as exc:
             self.error = traceback.format_exception_only(type(exc), exc)[-1].strip()
             return None

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchwise.doc.shapes import SymbolicShapes
 from torchwise.errors import TorchwiseError
-from torchwise.model.docshapes import SymbolicShapes
 from torchwise.target import InputSpec, ResolvedTarget
 
 #: Examples above either limit run on the meta device: same code, same shapes,

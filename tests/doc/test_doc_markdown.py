@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from torch import nn
 
 from torchwise.cli import app
-from torchwise.model.mermaid import escape, render, trace_flow
+from torchwise.doc.mermaid import escape, render, trace_flow
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = '''\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from torchwise.model.docshapes import forward_input_names, infer
+from torchwise.doc.shapes import forward_input_names, infer
 from torchwise.target import parse_input_spec
 
 

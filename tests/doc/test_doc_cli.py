@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchwise.cli import app
-from torchwise.model.docstrings import parse
+from torchwise.doc.docstrings import parse
 
 MODEL = '''\
 """Tiny models for the torchwise doc tests."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from torchwise.model.docgen import attribute_entries, init_entries
-from torchwise.model.docmodes import mode_differences
-from torchwise.model.docstrings import GenEntry
+from torchwise.doc.docstrings import GenEntry
+from torchwise.doc.generate import attribute_entries, init_entries
+from torchwise.doc.modes import mode_differences
 
 
 class Noisy(nn.Module):

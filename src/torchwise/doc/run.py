@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from torchwise.doc import source as docsource
+from torchwise.doc.generate import ModelDoc, document, require_source
 from torchwise.errors import ExitCode, TorchwiseError
-from torchwise.model import docsource
-from torchwise.model.docgen import ModelDoc, document, require_source
 
 
 def _display(path: Path) -> Path:
@@ -40,6 +40,9 @@ def run_doc(
     action: str | None = None,
     markdown: Path | None = None,
     config_start: Path | None = None,
+    build: str | None = None,
+    build_on: str = "auto",
+    batch_dim: int | None = None,
 ) -> tuple[int, str, str]:
     """Run ``torchwise doc``; returns (exit code, stdout text, stderr text)."""
     from torchwise.target import resolve_target
@@ -54,8 +57,9 @@ def run_doc(
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
     resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta"
-    )
+        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
+        build=build, build_on=build_on, batch_dim=batch_dim,
+    )  # fmt: skip
     doc = document(target, resolved, config_start=config_start)
     out: list[str] = []
     err: list[str] = [f"Example ran ({doc.example_device}) and printed the documented shapes."]
@@ -99,7 +103,7 @@ def _markdown(
 ) -> int:
     import difflib
 
-    from torchwise.model.docpage import render_page
+    from torchwise.doc.page import render_page
 
     page = render_page(doc, target, path)
     current = path.read_text(encoding="utf-8") if path.is_file() else None

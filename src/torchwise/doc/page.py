@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchwise.model import docexample
-from torchwise.model.docgen import ModelDoc, fmt_bytes, fmt_count, fmt_exponent
-from torchwise.model.docmodes import mode_differences
-from torchwise.model.docstrings import parse
+from torchwise.doc import example as docexample
+from torchwise.doc.docstrings import parse
+from torchwise.doc.generate import ModelDoc
+from torchwise.doc.modes import mode_differences
+from torchwise.units import count, exact, exponent, nbytes
 
 if TYPE_CHECKING:
     from torchwise.model import LayerInfo
@@ -71,14 +72,15 @@ def command_line(doc: ModelDoc, target: str, path: Path | str) -> str:
 def mermaid_section(doc: ModelDoc) -> list[str]:
     import torch
 
-    from torchwise.model.mermaid import render, trace_flow
-    from torchwise.model.trace import private_copy
+    from torchwise.doc.mermaid import render, trace_flow
+    from torchwise.model import Untouched, private_copy
     from torchwise.target import make_inputs
 
     device = torch.device(doc.shapes.device)
     model = private_copy(doc.target.model, device).eval()
     args, kwargs = make_inputs(doc.target.input_specs, device=device)
-    flow = trace_flow(model, args, kwargs, doc.input_names)
+    with Untouched(doc.target.model):
+        flow = trace_flow(model, args, kwargs, doc.input_names)
     inputs = {leaf.path: leaf.shape_text() for leaf in doc.shapes.inputs}
     output = "; ".join(leaf.shape_text() for leaf in doc.shapes.outputs)
     return ["```mermaid", render(flow, inputs, output), "```"]
@@ -106,14 +108,14 @@ def render_page(doc: ModelDoc, target: str, path: Path | str) -> str:
             lines += [*map(_prose, block.lines), ""]
     overview: list[list[object]] = [
         ["Target", f"`{target}`"],
-        ["Parameters", f"{s.total_params:,} ({fmt_bytes(s.param_bytes)})"],
-        ["Forward FLOPs", f"{fmt_count(s.flops_forward, 'FLOPs')} at {sizes or 'no inputs'}"],
-        ["Forward MACs", fmt_count(s.macs_forward, "MACs")],
+        ["Parameters", f"{exact(s.total_params)} ({nbytes(s.param_bytes)})"],
+        ["Forward FLOPs", f"{count(s.flops_forward, 'FLOPs')} at {sizes or 'no inputs'}"],
+        ["Forward MACs", count(s.macs_forward, "MACs")],
     ]
     if doc.scaling:
-        terms = " · ".join(f"{k}^{fmt_exponent(v)}" for k, v in doc.scaling.items())
+        terms = " · ".join(f"{k}^{exponent(v)}" for k, v in doc.scaling.items())
         overview.append(["FLOPs scale as", terms])
-    overview.append(["Peak forward activations", fmt_bytes(s.peak_activation_bytes)])
+    overview.append(["Peak forward activations", nbytes(s.peak_activation_bytes)])
     overview.append(["Measured on", f"{s.device_used} ({s.mode} mode)"])
     lines += [*_table(["", ""], overview), ""]
     lines += ["## Structure and data flow", "", *mermaid_section(doc), ""]
@@ -130,8 +132,8 @@ def render_page(doc: ModelDoc, target: str, path: Path | str) -> str:
     lines += ["## Layers", ""]
     layer_table = [
         [f"`{layer.name or '(model)'}`", layer.type_name, _shapes(layer.input_shapes),
-         _shapes(layer.output_shapes), f"{layer.params_total:,}", fmt_count(layer.flops),
-         fmt_bytes(layer.activation_bytes)]
+         _shapes(layer.output_shapes), exact(layer.params_total), count(layer.flops),
+         nbytes(layer.activation_bytes)]
         for layer in layer_rows(s.layers)
     ]  # fmt: skip
     header = ["Layer", "Type", "Input", "Output", "Params", "FLOPs", "Activations"]
@@ -139,26 +141,26 @@ def render_page(doc: ModelDoc, target: str, path: Path | str) -> str:
     lines += ["## Parameters", ""]
     frozen = s.total_params - s.trainable_params
     params: list[list[object]] = [
-        ["Total (shared counted once)", f"{s.total_params:,}"],
-        ["Trainable", f"{s.trainable_params:,}"],
-        ["Frozen", f"{frozen:,}"],
+        ["Total (shared counted once)", exact(s.total_params)],
+        ["Trainable", exact(s.trainable_params)],
+        ["Frozen", exact(frozen)],
     ]
-    params += [[f"Bytes ({dtype})", fmt_bytes(n)] for dtype, n in s.param_bytes_by_dtype.items()]
-    params += [["Buffers", f"{s.buffer_count} ({fmt_bytes(s.buffer_bytes)})"]]
+    params += [[f"Bytes ({dtype})", nbytes(n)] for dtype, n in s.param_bytes_by_dtype.items()]
+    params += [["Buffers", f"{s.buffer_count} ({nbytes(s.buffer_bytes)})"]]
     params += [["Shared", " = ".join(f"`{n}`" for n in group)] for group in s.shared_params]
     lines += [*_table(["", ""], params), ""]
     lines += ["## Memory", ""]
     memory: list[list[object]] = [
-        ["Weights", fmt_bytes(s.param_bytes)],
-        ["Peak forward activations (inference)", fmt_bytes(s.peak_activation_bytes)],
+        ["Weights", nbytes(s.param_bytes)],
+        ["Peak forward activations (inference)", nbytes(s.peak_activation_bytes)],
     ]
     if s.training is not None:
         t = s.training
         memory += [
-            ["Training: gradients", fmt_bytes(t.gradients)],
-            ["Training: saved activations", fmt_bytes(t.activations)],
-            ["Training step total, SGD", fmt_bytes(t.total("sgd"))],
-            ["Training step total, Adam", fmt_bytes(t.total("adam"))],
+            ["Training: gradients", nbytes(t.gradients)],
+            ["Training: saved activations", nbytes(t.activations)],
+            ["Training step total, SGD", nbytes(t.total("sgd"))],
+            ["Training step total, Adam", nbytes(t.total("adam"))],
         ]
     lines += [*_table(["", ""], memory), ""]
     lines += ["## Train and eval", "", *mode_differences(doc.target.model), ""]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from torchwise.doc import source as docsource
+from torchwise.doc.docstrings import GenEntry, merge, parse
+from torchwise.doc.source import DocTarget, literal, rewrite
 from torchwise.errors import TorchwiseError
-from torchwise.model import docsource
-from torchwise.model.docsource import DocTarget, literal, rewrite
-from torchwise.model.docstrings import GenEntry, merge, parse
 
 AUTHOR = """Classify tiny images.
 

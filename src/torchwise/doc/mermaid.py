@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from torchwise.hooks import ModuleCall, module_calls
+
 if TYPE_CHECKING:
     import torch
 
@@ -102,45 +104,32 @@ def trace_flow(
                 tag(out, sources | sources_of(out))
             return out
 
-    def pre_hook(name: str) -> Any:
-        def hook(_module: Any, hook_args: Any, hook_kwargs: Any) -> None:
-            if name not in flow.units:
-                flow.units.append(name)
-                flow.types[name] = type(modules[name]).__name__
-                parent = _parent(name)
-                while parent:  # subgraph titles name the container's type
-                    flow.types.setdefault(parent, type(modules[parent]).__name__)
-                    parent = _parent(parent)
-            for source in sorted(sources_of((hook_args, hook_kwargs))):
-                if (source, name) not in flow.edges:
-                    flow.edges.append((source, name))
+    def entered(call: ModuleCall) -> None:
+        name = call.name
+        if name not in flow.units:
+            flow.units.append(name)
+            flow.types[name] = type(modules[name]).__name__
+            parent = _parent(name)
+            while parent:  # subgraph titles name the container's type
+                flow.types.setdefault(parent, type(modules[parent]).__name__)
+                parent = _parent(parent)
+        for source in sorted(sources_of((call.args, call.kwargs))):
+            if (source, name) not in flow.edges:
+                flow.edges.append((source, name))
 
-        return hook
+    def returned(call: ModuleCall, output: Any) -> None:
+        first = next(_tensors(output), None)
+        if first is not None:
+            flow.shapes[call.name] = "[" + ", ".join(str(s) for s in first.shape) + "]"
+        tag(output, frozenset({call.name}))
 
-    def post_hook(name: str) -> Any:
-        def hook(_module: Any, _args: Any, output: Any) -> None:
-            first = next(_tensors(output), None)
-            if first is not None:
-                flow.shapes[name] = "[" + ", ".join(str(s) for s in first.shape) + "]"
-            tag(output, frozenset({name}))
-
-        return hook
-
-    handles = []
-    for name in units:
-        module = modules[name]
-        handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
-        handles.append(module.register_forward_hook(post_hook(name)))
-    try:
+    with module_calls(model, on_enter=entered, on_exit=returned, only=set(units)):
         for name, value in zip(input_names, [*args, *kwargs.values()], strict=False):
             tag(value, frozenset({f"input:{name}"}))
         with torch.no_grad(), Propagate():
             out = model(*args, **kwargs)
         for source in sorted(sources_of(out)):
             flow.edges.append((source, "output"))
-    finally:
-        for handle in handles:
-            handle.remove()
     return flow
 
 

@@ -1,11 +1,11 @@
 """``torchwise doc``: measured facts -> Google-style docstrings for a model class.
 
 :func:`document` measures a resolved target (symbolic shapes from
-:mod:`~torchwise.model.docshapes`, counts from :func:`~torchwise.model.summarize`,
+:mod:`~torchwise.doc.shapes`, counts from :func:`~torchwise.model.summarize`,
 FLOP scaling from summaries at 2x each size symbol), renders torchwise's
-sections (see :mod:`~torchwise.model.docstrings` for which ones it owns), merges
+sections (see :mod:`~torchwise.doc.docstrings` for which ones it owns), merges
 them into the docstrings found in the source file, and runs the ``Example:``
-block it wrote. Nothing here writes files; :mod:`~torchwise.model.docsource`
+block it wrote. Nothing here writes files; :mod:`~torchwise.doc.source`
 does, on request.
 """
 
@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchwise.doc import example as docexample
+from torchwise.doc import shapes as docshapes
+from torchwise.doc.docstrings import GenEntry, merge, parse
+from torchwise.doc.modes import mode_differences
+from torchwise.doc.source import DocTarget, current_docstring, parse_source
 from torchwise.errors import TorchwiseError
-from torchwise.model import docexample, docshapes
-from torchwise.model.docmodes import mode_differences
-from torchwise.model.docsource import DocTarget, current_docstring, parse_source
-from torchwise.model.docstrings import GenEntry, merge, parse
 from torchwise.target import ResolvedTarget
+from torchwise.units import count, exact, exponent, nbytes
 
 if TYPE_CHECKING:
     import torch
@@ -49,25 +51,6 @@ class ModelDoc:
     source: Path | None
     docstrings: dict[DocTarget, str] = field(default_factory=dict)
     example_device: str = "cpu"
-
-
-def fmt_count(value: float, unit: str = "") -> str:
-    """3 significant digits with an SI prefix: 1.23 G, 456 M, 7.89 k."""
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".rstrip()
-
-
-def fmt_bytes(value: float) -> str:
-    for scale, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{int(value)} B"
-
-
-def fmt_exponent(value: float) -> str:
-    return str(round(value)) if abs(value - round(value)) < 0.005 else f"{value:.2f}"
 
 
 def document(
@@ -161,7 +144,7 @@ def wrap(lines: list[str], width: int = 88) -> list[str]:
 
 
 def _defines(tree: ast.Module, target: DocTarget) -> bool:
-    from torchwise.model.docsource import find_def
+    from torchwise.doc.source import find_def
 
     return find_def(tree, target) is not None
 
@@ -222,8 +205,8 @@ def attribute_entries(model: torch.nn.Module) -> list[GenEntry]:
     """Direct submodules (type, config, parameters), own parameters and buffers."""
     entries = []
     for name, child in model.named_children():
-        count = sum(p.numel() for p in child.parameters())
-        params = f", {count:,} params" if count else ""
+        n_params = sum(p.numel() for p in child.parameters())
+        params = f", {exact(n_params)} params" if n_params else ""
         kids = len(list(child.children()))
         short = type(child).__name__ + (f" of {kids}" if kids else "")
         full = f"{type(child).__name__}({child.extra_repr()})" if not kids else short
@@ -307,22 +290,22 @@ def complexity_section(doc: ModelDoc) -> list[str]:
     s = doc.summary
     sizes = ", ".join(f"{leaf.path} {tuple(leaf.sizes)}" for leaf in doc.shapes.inputs)
     frozen = s.total_params - s.trainable_params
-    lines = [f"Parameters: {s.total_params:,}" + (f" ({frozen:,} frozen)" if frozen else "")
-             + f", {fmt_bytes(s.param_bytes)}."]  # fmt: skip
+    frozen_text = f" ({exact(frozen)} frozen)" if frozen else ""
+    lines = [f"Parameters: {exact(s.total_params)}{frozen_text}, {nbytes(s.param_bytes)}."]
     for group in s.shared_params:
         lines.append(f"Shared (counted once): {' = '.join(group)}.")
     if s.buffer_count:
-        lines.append(f"Buffers: {s.buffer_count} ({fmt_bytes(s.buffer_bytes)}).")
+        lines.append(f"Buffers: {s.buffer_count} ({nbytes(s.buffer_bytes)}).")
     lines.append(
-        f"Forward at {sizes or 'no inputs'}: {fmt_count(s.flops_forward, 'FLOPs')}"
-        f" ({fmt_count(s.macs_forward, 'MACs')})."
+        f"Forward at {sizes or 'no inputs'}: {count(s.flops_forward, 'FLOPs')}"
+        f" ({count(s.macs_forward, 'MACs')})."
     )
     if doc.scaling:
-        terms = " * ".join(f"{k}^{fmt_exponent(v)}" for k, v in doc.scaling.items())
+        terms = " * ".join(f"{k}^{exponent(v)}" for k, v in doc.scaling.items())
         lines.append(f"Scaling (measured at another size of each): FLOPs ~ {terms}.")
-    lines.append(f"Peak forward activations: {fmt_bytes(s.peak_activation_bytes)}.")
+    lines.append(f"Peak forward activations: {nbytes(s.peak_activation_bytes)}.")
     if s.training is not None:
-        lines.append(f"Training step with Adam: ~{fmt_bytes(s.training.total('adam'))}.")
+        lines.append(f"Training step with Adam: ~{nbytes(s.training.total('adam'))}.")
     if s.unsupported_ops:
         ops = ", ".join(sorted(s.unsupported_ops))
         lines.append(f"FLOPs exclude ops without a formula: {ops}.")
