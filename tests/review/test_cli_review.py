@@ -248,6 +248,114 @@ def test_output_file(project: Path) -> None:
     assert json.loads((project / "out" / "report.json").read_text())["summary"]["findings"] == 2
 
 
-def test_text_colour_only_when_asked(project: Path) -> None:
+def test_text_colour_only_when_asked(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
     assert "\x1b[" not in run("buggy.py", "--no-cache").stdout
-    assert "\x1b[" in run("buggy.py", "--no-cache", "--color").stdout
+    assert "\x1b[" in run("buggy.py", "--no-cache", "--color", "always").stdout
+    assert "\x1b[" not in run("buggy.py", "--no-cache", "--color", "never").stdout
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[" in run("buggy.py", "--no-cache").stdout
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("FORCE_COLOR")
+    assert "\x1b[" not in run("buggy.py", "--no-cache", "--color", "auto").stdout
+
+
+# -- issue 10: stdin, empty runs, excluded files, progress, the library default ------------
+def test_stdin_is_reviewed_as_the_named_file(project: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["review", "-", "--stdin-filename", "pkg/buffer.py", "--no-cache"], input=BUGGY
+    )
+    assert result.exit_code == 1
+    assert "pkg/buffer.py:4:10: TW401" in result.stdout
+
+
+def test_stdin_fix_prints_the_fixed_code(project: Path) -> None:
+    result = CliRunner().invoke(app, ["review", "-", "--fix", "--quiet"], input=BUGGY)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        'import torch\nfrom torch.autograd import Variable\n\nscaler = torch.amp.GradScaler("cuda")'
+        "\nx = torch.linalg.vector_norm(torch.ones(2))\n"
+    )
+
+
+def test_stdin_filename_needs_stdin(project: Path) -> None:
+    result = run("buggy.py", "--stdin-filename", "x.py")
+    assert result.exit_code == 2
+    assert "--stdin-filename only applies to PATH '-'" in result.stderr
+
+
+def test_an_empty_run_is_an_error(project: Path) -> None:
+    (project / "empty").mkdir()
+    (project / "empty" / "notes.txt").write_text("no code here\n")
+    result = run("empty", "--no-cache")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[0] == "error: no Python files found in empty"
+
+
+def test_an_excluded_file_named_explicitly(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.torchwise]\nexclude = ["buggy.py"]\n')
+    # Named explicitly: reviewed, as ruff does and as docs/review.md says.
+    assert run("buggy.py", "--no-cache").exit_code == 1
+    # With --force-exclude (pre-commit): left out, and the run says so.
+    result = run("buggy.py", "--no-cache", "--force-exclude")
+    assert result.exit_code == 0
+    assert result.stderr.strip() == (
+        "buggy.py: excluded by `exclude` in [tool.torchwise] (--force-exclude)"
+    )
+    assert run("buggy.py", "--no-cache", "--force-exclude", "--quiet").stderr == ""
+
+
+def test_progress_goes_to_stderr_only_on_a_terminal(project: Path) -> None:
+    for number in range(25):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    result = run(".", "--no-cache", "--jobs", "1")
+    assert result.exit_code == 1
+    assert "Reviewing" not in result.stderr  # not a terminal: no progress display
+
+
+def test_progress_is_reported_per_file(project: Path) -> None:
+    from torchwise.review import review_paths
+
+    for number in range(5):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    steps: list[int] = []
+    report = review_paths([project], jobs=1, progress=steps.append)
+    assert sum(steps) == len(report.files) == 7
+
+
+def test_review_paths_has_default_settings(project: Path) -> None:
+    from torchwise.review import review_paths
+
+    report = review_paths([project / "buggy.py"])
+    assert {f.code for f in report.findings} == {"TW401", "TW406"}
+
+
+def test_many_files_report_progress_through_the_console(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from torchwise.console import Console, ProgressHandle
+
+    for number in range(25):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    seen: list[tuple[int | None, str, int]] = []
+
+    class Counting(ProgressHandle):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def advance(self, steps: int = 1, *, label: str | None = None) -> None:
+            self.count += steps
+
+    @contextlib.contextmanager
+    def progress(self: Console, total: int | None, description: str):  # type: ignore[no-untyped-def]
+        handle = Counting()
+        yield handle
+        seen.append((total, description, handle.count))
+
+    monkeypatch.setattr(Console, "progress", progress)
+    assert run(".", "--no-cache", "--jobs", "1").exit_code == 1
+    assert seen == [(27, "Reviewing", 27)]

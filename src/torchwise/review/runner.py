@@ -143,6 +143,39 @@ def review_paths(
     return ReviewReport(reports, run.index, excluded)
 
 
+def review_text(
+    text: str,
+    path: str,
+    settings: ReviewSettings | None = None,
+    *,
+    fix: FixMode | None = None,
+) -> ReviewReport:
+    """Review source that is not (or not yet) on disk, as if it were at ``path``:
+    an editor's buffer sent on stdin. The project files it imports, found beside
+    ``path``, are indexed; nothing is written, even when fixing."""
+    settings = settings or ReviewSettings()
+    tree = parse(text, path)
+    if not isinstance(tree, ast.Module):
+        return ReviewReport([FileReport(path, [tree], text.count("\n"))])
+    summaries = {path: summarize_tree(tree, text, path)}
+    run = _Run(settings, None, 1, None)
+    summaries.update(run._extra_files(summaries))
+    index = ProjectIndex(summaries.values(), _torch_ranges(summaries))
+    enabled = settings.enabled_for(path)
+    view = index.view(path)
+    findings = analyse_source(text, path, enabled, settings, view=view, tree=tree)
+    report = FileReport(path, findings, text.count("\n"))
+    if fix is not None and any(f.fix for f in findings):
+
+        def analyse(candidate: str) -> list[Finding]:
+            return analyse_source(candidate, path, enabled, settings, view=view)
+
+        fixed, count = fix_source(text, analyse, fix.minimum)
+        if count and fixed != text:
+            report = FileReport(path, analyse(fixed), fixed.count("\n"), count, text, fixed)
+    return ReviewReport([report], index)
+
+
 def review_source(
     source: str, path: str = "<string>", settings: ReviewSettings | None = None
 ) -> list[Finding]:
