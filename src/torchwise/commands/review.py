@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,8 +144,25 @@ def review(
         _print_diff(report, console)
         changed = [file for file in report.files if file.fixed is not None]
         sys.exit(ExitCode.FINDINGS if changed and not exit_zero else ExitCode.OK)
-    _print_report(report, fmt, console)
+    _print_report(report, fmt, console, _configured_models(config))
     sys.exit(ExitCode.FINDINGS if report.findings and not exit_zero else ExitCode.OK)
+
+
+def _configured_models(config: object) -> tuple[tuple[str, str], ...]:
+    """``[tool.torchwise.models]`` as (how to name it on the command line, its target)."""
+    from torchwise.config import ToolConfig
+
+    assert isinstance(config, ToolConfig)
+    models = config.get("models") or {}
+    root = config.root
+    where = ""
+    if root is not None and root.resolve() != Path.cwd().resolve():
+        where = f" --config {os.path.relpath(root)}"
+    return tuple(
+        (f"{name}{where}", str(entry.get("target", name)))
+        for name, entry in models.items()
+        if isinstance(entry, dict)
+    )
 
 
 def _review_stdin(
@@ -182,11 +200,16 @@ def _review_stdin(
     sys.exit(ExitCode.FINDINGS if report.findings and not exit_zero else ExitCode.OK)
 
 
-def _print_report(report: ReviewReport, fmt: str, console: Console) -> None:
+def _print_report(
+    report: ReviewReport,
+    fmt: str,
+    console: Console,
+    models: tuple[tuple[str, str], ...] = (),
+) -> None:
     from torchwise.review.output import RenderOptions, render
 
     color = console.color_stdout and fmt == "text"
-    console.emit(render(report, fmt, RenderOptions(color=color)))
+    console.emit(render(report, fmt, RenderOptions(color=color, models=models)))
 
 
 def _print_diff(report: ReviewReport, console: Console) -> None:

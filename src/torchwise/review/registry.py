@@ -44,6 +44,27 @@ FAMILIES: dict[str, str] = {
     "checkpoints": "Checkpoints and reproducibility (TW6xx)",
 }
 
+#: What a real finding does to a project, most serious first: silently wrong
+#: results outrank a crash (which at least announces itself).
+IMPACTS: dict[str, str] = {
+    "results": "changes training or evaluation results",
+    "crash": "raises, or runs out of memory, on a reachable path",
+    "security": "can run code from an untrusted file",
+    "reproducibility": "makes runs unrepeatable",
+    "performance": "wastes compute or memory",
+    "maintenance": "deprecated or fragile: breaks on upgrade or refactor",
+}
+_FAMILY_IMPACT = {
+    "syntax": "crash",
+    "training": "results",
+    "modules": "results",
+    "numerics": "results",
+    "security": "security",
+    "performance": "performance",
+    "deprecated": "maintenance",
+    "checkpoints": "reproducibility",
+}
+
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
 FIX_HEADING = "## Fix safety"
 
@@ -60,6 +81,8 @@ class Rule:
     message: ClassVar[str]  # what is wrong; may use {placeholders} filled at report time
     default_enabled: ClassVar[bool] = True
     fix: ClassVar[Applicability | None] = None  # the best fix this rule can offer
+    #: What goes wrong when the finding is real (see IMPACTS); None: the family's default.
+    impact: ClassVar[str | None] = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,16 @@ class RuleInfo:
     @property
     def fix(self) -> Applicability | None:
         return self.cls.fix
+
+    @property
+    def impact(self) -> str:
+        """A key of IMPACTS: the rule's own, else its family's (deprecations that
+        raise on current versions are crashes)."""
+        if self.cls.impact is not None:
+            return self.cls.impact
+        if self.family == "deprecated" and self.severity is Severity.ERROR:
+            return "crash"
+        return _FAMILY_IMPACT.get(self.family, "results")
 
     @property
     def doc(self) -> str:

@@ -98,6 +98,11 @@ class ClassFact:
     #: Attributes whose parameters every instance freezes (in __init__ or a
     #: method __init__ calls): `for p in self.resnet.parameters(): p.requires_grad = False`.
     frozen: list[str] = field(default_factory=list)
+    #: Parameters of __init__ without a default (a no-argument build needs 0).
+    init_required: int = 0
+    #: The first input layer built in __init__ and its leading integer arguments:
+    #: ["torch.nn.Conv2d", 3, 64] (what an example input must look like).
+    first_layer: list[str | int] = field(default_factory=list)
 
 
 @dataclass
@@ -386,6 +391,11 @@ class Summarizer(Rule):
                 ) or _assigns_training(method.node)
         fact.layers = sorted(layers)
         fact.frozen = _frozen_at_construction(node.name, methods, ctx)
+        init = next((m for m in methods if m.name == "__init__"), None)
+        if init is not None and isinstance(init.node, ast.FunctionDef):
+            arguments = init.node.args
+            fact.init_required = len(arguments.args) - 1 - len(arguments.defaults)
+            fact.first_layer = _first_layer(init)
         self.summary.classes[node.name] = fact
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
@@ -430,6 +440,34 @@ class Summarizer(Rule):
             inner = [index[id(call)] for call in loop.calls if id(call) in index]
             fact.loops.append(LoopFact(loop.iterated, effects, inner))
         return fact
+
+
+_INPUT_LAYERS = {
+    "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.Linear",
+    "torch.nn.Embedding", "torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN",
+}  # fmt: skip
+
+
+def _first_layer(init: F.FunctionFacts) -> list[str | int]:
+    """The first input layer ``__init__`` builds (a torch layer, or a part of the
+    project's own), with its leading integer arguments."""
+    for call in sorted(init.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
+        if call.qualname not in _INPUT_LAYERS and not call.builds_model:
+            continue
+        if (
+            call.qualname is None
+            or call.qualname.startswith("torch.nn.")
+            and (call.qualname not in _INPUT_LAYERS)
+        ):
+            continue
+        numbers: list[str | int] = []
+        for arg in call.node.args[:2]:
+            if isinstance(arg, ast.Constant) and type(arg.value) is int:
+                numbers.append(arg.value)
+            else:
+                break
+        return [call.qualname, *numbers]
+    return []
 
 
 def _frozen_at_construction(

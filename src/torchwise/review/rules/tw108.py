@@ -49,6 +49,7 @@ class BackwardUnderNoGrad(Rule):
     name = "backward-under-no-grad"
     family = "training"
     severity = Severity.ERROR
+    impact = "crash"
     message = "`backward()` on a value computed under `{mode}`: no graph was recorded"
 
     def __init__(self) -> None:

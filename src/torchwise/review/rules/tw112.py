@@ -42,6 +42,7 @@ class ShuffleWithSampler(Rule):
     name = "shuffle-with-sampler"
     family = "training"
     severity = Severity.ERROR
+    impact = "crash"
     message = (
         "`shuffle=True` with `{argument}=`: DataLoader raises ValueError when the sampler is set"
     )

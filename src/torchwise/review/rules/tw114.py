@@ -72,6 +72,7 @@ class EvaluationWithGrad(Rule):
     name = "evaluation-with-grad"
     family = "training"
     severity = Severity.WARNING
+    impact = "performance"
     message = (
         "{what} runs the model with autograd on; "
         "wrap it in `torch.no_grad()` or `torch.inference_mode()`"

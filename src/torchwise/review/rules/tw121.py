@@ -65,6 +65,7 @@ class TensorAttribute(Rule):
     name = "tensor-attribute-not-buffer"
     family = "modules"
     severity = Severity.WARNING
+    impact = "crash"
     message = "tensor `self.{attr}` is not a buffer: `.to()` and `state_dict()` ignore it"
     fix = Applicability.UNSAFE
 

@@ -50,6 +50,7 @@ class MissingSuperInit(Rule):
     name = "missing-super-init"
     family = "modules"
     severity = Severity.ERROR
+    impact = "crash"
     message = "`{cls}.__init__` never calls `super().__init__()`"
 
     def leave_function(self, function: object, ctx: Context) -> None:

@@ -51,6 +51,7 @@ class ForwardCalledDirectly(Rule):
     name = "forward-called-directly"
     family = "modules"
     severity = Severity.WARNING
+    impact = "results"
     message = "`{receiver}.forward(...)` skips the module's hooks: call `{receiver}(...)`"
     fix = Applicability.UNSAFE
 

@@ -56,6 +56,7 @@ class RequiresGradThenMoved(Rule):
     name = "requires-grad-then-moved"
     family = "modules"
     severity = Severity.ERROR
+    impact = "crash"
     message = "`.{move}()` makes this `requires_grad` tensor a non-leaf: its `.grad` stays None"
     fix = Applicability.UNSAFE
 

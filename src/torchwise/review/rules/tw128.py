@@ -52,6 +52,7 @@ class SoftmaxWithoutDim(Rule):
     name = "softmax-without-dim"
     family = "numerics"
     severity = Severity.WARNING
+    impact = "maintenance"
     message = "`{callee}` without `dim`: PyTorch guesses the dimension from the input's rank"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:

@@ -48,6 +48,7 @@ class IndexOfScalarLoss(Rule):
     name = "index-of-scalar-loss"
     family = "modules"
     severity = Severity.ERROR
+    impact = "crash"
     message = "`{text}` indexes a 0-dim loss: IndexError since torch 0.4; use `{base}.item()`"
     fix = Applicability.SAFE
 

@@ -53,6 +53,7 @@ class LayerCreatedInForward(Rule):
     name = "layer-created-in-forward"
     family = "modules"
     severity = Severity.ERROR
+    impact = "results"
     message = "`{layer}` created in `forward` is re-initialised every call and never trained"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:

@@ -51,6 +51,7 @@ class RegisterBufferNonTensor(Rule):
     name = "register-buffer-non-tensor"
     family = "modules"
     severity = Severity.ERROR
+    impact = "crash"
     message = "`register_buffer` needs a tensor, not a {kind}"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:

@@ -61,6 +61,7 @@ class FactoryWithoutDevice(TensorNames, Rule):
     name = "factory-without-device"
     family = "modules"
     severity = Severity.WARNING
+    impact = "crash"
     message = "`torch.{name}` in `forward` without `device=` is on the CPU, unlike its operand"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:

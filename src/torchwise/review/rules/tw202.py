@@ -52,6 +52,7 @@ class SyncInTrainingLoop(Rule):
     name = "sync-in-training-loop"
     family = "performance"
     severity = Severity.INFO
+    impact = "performance"
     default_enabled = False
     message = "{what} every training step waits for the GPU (a host sync)"
 

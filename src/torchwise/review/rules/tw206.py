@@ -64,6 +64,7 @@ class CreatedThenMoved(Rule):
     name = "created-then-moved"
     family = "performance"
     severity = Severity.WARNING
+    impact = "performance"
     message = "`torch.{name}(...)` is built on the CPU then copied: pass `device=` instead"
     fix = Applicability.SAFE
 

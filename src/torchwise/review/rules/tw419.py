@@ -47,6 +47,7 @@ class VariableVolatileIgnored(Rule):
     name = "variable-volatile-ignored"
     family = "deprecated"
     severity = Severity.WARNING
+    impact = "performance"
     message = (
         "`Variable(..., volatile=True)` has had no effect since torch 0.4: "
         "autograd stays on; use `torch.no_grad()`"

@@ -46,6 +46,7 @@ class ArgparseTypeBool(Rule):
     name = "argparse-type-bool"
     family = "checkpoints"
     severity = Severity.WARNING
+    impact = "results"
     message = "`type=bool` makes every non-empty value true (`{flag} False` is True)"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
