@@ -296,10 +296,10 @@ def test_markdown_recommends_the_projects_own_model(tmp_path: Path) -> None:
     )
     text = _written(tmp_path, {"model.py": model, "train.py": train})
     testing = text.split("## Testing recommendations")[1]
-    assert (
+    expected = (
         "model.py:Net --input 'f32[batch=8,3,32,32]' --checks eval-determinism,train-eval-gap"
-        in (testing)
     )
+    assert expected in testing
     assert "<file.py>" not in testing and "Block" not in testing
 
 

@@ -454,11 +454,8 @@ def _first_layer(init: F.FunctionFacts) -> list[str | int]:
     for call in sorted(init.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
         if call.qualname not in _INPUT_LAYERS and not call.builds_model:
             continue
-        if (
-            call.qualname is None
-            or call.qualname.startswith("torch.nn.")
-            and (call.qualname not in _INPUT_LAYERS)
-        ):
+        qualname = call.qualname
+        if qualname is None or (qualname.startswith("torch.nn.") and qualname not in _INPUT_LAYERS):
             continue
         numbers: list[str | int] = []
         for arg in call.node.args[:2]:
