@@ -148,6 +148,7 @@ class ProjectIndex:
         self._callers: dict[str, list[CallSite]] | None = None
         self._saves: list[tuple[str, SaveFact]] | None = None
         self._dependencies: dict[str, frozenset[str]] = {}
+        self._component_digests: dict[int, str] = {}
 
     # -- naming and resolution ------------------------------------------------
     def module_path(self, written: str, importer: str) -> str | None:
@@ -561,14 +562,25 @@ class ProjectIndex:
         return self._edge_table
 
     def digest(self, path: str, extra: str = "") -> str:
+        """What the findings of ``path`` depend on: the summaries of the files it
+        can see, the project's saves, the torch version; ``extra`` (the rules)."""
         digest = hashlib.sha256(extra.encode())
-        for member in sorted(self.dependencies(path)):
-            digest.update(member.encode())
-            digest.update(self._digests.get(member, "").encode())
+        digest.update(self._component_digest(self.dependencies(path)).encode())
         digest.update(repr(self.torch_range(path)).encode())
-        for _save_path, save in self.saves():
-            digest.update(repr(save).encode())
         return digest.hexdigest()
+
+    def _component_digest(self, component: frozenset[str]) -> str:
+        key = id(component)
+        cached = self._component_digests.get(key)
+        if cached is None:
+            digest = hashlib.sha256()
+            for member in sorted(component):
+                digest.update(member.encode())
+                digest.update(self._digests.get(member, "").encode())
+            for _save_path, save in self.saves():
+                digest.update(repr(save).encode())
+            cached = self._component_digests[key] = digest.hexdigest()
+        return cached
 
     def view(self, path: str) -> ProjectView:
         return ProjectView(self, path)
