@@ -61,8 +61,15 @@ def review_corpus(only: list[str] | None) -> list[tuple[str, str, str, int, str,
             if finding.severity is Severity.INFO:
                 continue
             relative = Path(finding.path).resolve().relative_to(entry.root.resolve()).as_posix()
-            row = (entry.name, entry.version, relative, finding.line, finding.code,
-                   finding.severity.value, finding.message)
+            row = (
+                entry.name,
+                entry.version,
+                relative,
+                finding.line,
+                finding.code,
+                finding.severity.value,
+                finding.message,
+            )
             rows.append(row)
         (OUT / f"{entry.name.replace('/', '+')}.json").write_text(json.dumps(rows, indent=1))
         print(
@@ -102,8 +109,10 @@ def main() -> None:
         judged = count["true"] + count["false"]
         precision = count["true"] / judged if judged else None
         contract = TARGET.get(severity)
-        meets = "-" if precision is None or contract is None else (
-            "meets" if precision >= contract else "MISSES"
+        meets = (
+            "-"
+            if precision is None or contract is None
+            else ("meets" if precision >= contract else "MISSES")
         )
         shown = "-" if precision is None else f"{100 * precision:.0f}%"
         name = info.name if info else ""

@@ -134,8 +134,10 @@ def main() -> None:
     if args.misses:
         print()
         for row in missed:
-            print(f"MISS {row['repo']} {row['path']}:{row['line']} [{row['category']}] "
-                  f"{row['description'][:110]}")
+            print(
+                f"MISS {row['repo']} {row['path']}:{row['line']} [{row['category']}] "
+                f"{row['description'][:110]}"
+            )
 
 
 if __name__ == "__main__":
