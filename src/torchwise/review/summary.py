@@ -463,7 +463,7 @@ def _first_layer(init: F.FunctionFacts) -> list[str | int]:
                 numbers.append(arg.value)
             else:
                 break
-        return [call.qualname, *numbers]
+        return [qualname, *numbers]
     return []
 
 
