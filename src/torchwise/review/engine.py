@@ -9,33 +9,28 @@ the module) -> findings, minus those suppressed by ``noqa``.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchwise.review import facts as F
 from torchwise.review.context import (
-    UNTRACKED,
     Binding,
     ClassFrame,
     Context,
     Scope,
-    kind_from_callee,
-    pass_through_arguments,
 )
+from torchwise.review.dispatch import CHILD_FIELDS, LEAF_TYPES, child_fields, subscriptions
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.project import ProjectView
 from torchwise.review.registry import Rule, all_rules
+from torchwise.review.suppression import file_suppressions, line_suppressions, suppressed
+from torchwise.review.tracking import Tracker, builds_model
 
 Handler = Callable[[Any, Context], None]
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 _ENABLE_GRAD = {"torch.enable_grad", "torch.autograd.enable_grad"}
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I)
-_FILE_NOQA = re.compile(
-    r"^\s*#\s*torchwise:\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I | re.M
-)
 
 
 def parse(source: str, path: str) -> ast.Module | Finding:
@@ -60,7 +55,7 @@ def analyse_source(
     ``view`` is the project index as this file sees it; without one, the file
     is its own project (its classes and functions are indexed first)."""
     enabled = frozenset(enabled)
-    file_noqa = _file_suppressions(source)
+    file_noqa = file_suppressions(source)
     if file_noqa is not None and not file_noqa:
         return []  # "# torchwise: noqa" on its own line skips the whole file
     if tree is None:
@@ -82,11 +77,11 @@ def analyse_source(
             _syntax_finding(path, SyntaxError("too deeply nested to analyse fully"))
         )
     suppressed_in_file = file_noqa or frozenset()
-    line_noqa = _line_suppressions(ctx.lines)
+    line_noqa = line_suppressions(ctx.lines)
     kept = [
         finding
         for finding in ctx.findings
-        if finding.code not in suppressed_in_file and not _suppressed(finding, line_noqa)
+        if finding.code not in suppressed_in_file and not suppressed(finding, line_noqa)
     ]
     return sorted(set(kept), key=Finding.sort_key)
 
@@ -107,44 +102,7 @@ def _syntax_finding(path: str, exc: BaseException) -> Finding:
     )
 
 
-def _file_suppressions(source: str) -> frozenset[str] | None:
-    """None: no file-level noqa; empty: the whole file; else the codes ignored."""
-    if "torchwise" not in source:
-        return None
-    codes: set[str] = set()
-    found = False
-    for match in _FILE_NOQA.finditer(source):
-        found = True
-        if match.group("codes") is None:
-            return frozenset()
-        codes |= set(re.findall(r"TW\d{3}", match.group("codes").upper()))
-    return frozenset(codes) if found else None
-
-
-def _line_suppressions(lines: list[str]) -> dict[int, frozenset[str] | None]:
-    """line -> codes suppressed there (None: every code, a bare ``# noqa``)."""
-    result: dict[int, frozenset[str] | None] = {}
-    for number, line in enumerate(lines, start=1):
-        if "noqa" not in line and "NOQA" not in line:
-            continue
-        match = _NOQA.search(line)
-        if match is None:
-            continue
-        codes = match.group("codes")
-        result[number] = None if codes is None else frozenset(re.findall(r"TW\d{3}", codes.upper()))
-    return result
-
-
-def _suppressed(finding: Finding, noqa: dict[int, frozenset[str] | None]) -> bool:
-    for line in {finding.line, finding.end_line}:
-        if line in noqa:
-            codes = noqa[line]
-            if codes is None or finding.code in codes:
-                return True
-    return False
-
-
-class _Pass:
+class _Pass(Tracker):
     """One depth-first walk that keeps the context current and calls handlers."""
 
     def __init__(self, ctx: Context, rules: list[Rule]) -> None:
@@ -154,7 +112,7 @@ class _Pass:
             event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
         for rule in rules:
-            node_types, events = _subscriptions(type(rule))
+            node_types, events = subscriptions(type(rule))
             for node_type, name in node_types:
                 self.handlers.setdefault(node_type, []).append(getattr(rule, name))
             for name in events:
@@ -180,7 +138,7 @@ class _Pass:
         }
         # Leaves nobody listens to (most Names and Constants): not even visited.
         self.inert = frozenset(
-            kind for kind in _LEAF_TYPES if kind not in self.handlers and kind not in self.special
+            kind for kind in LEAF_TYPES if kind not in self.handlers and kind not in self.special
         )
 
     def run(self, tree: ast.Module) -> None:
@@ -248,21 +206,6 @@ class _Pass:
                     self._prescan(handler.body)
                 self._prescan(statement.body)
 
-    def _prescan_global(self, statement: ast.Assign) -> None:
-        """``model = Net()`` at module level (even under ``if __name__ == ...``,
-        even below the functions that use it): functions see it, as at run time.
-        Only the first such assignment of a name, and only a model, a loss
-        function, an optimizer or a loader; the pass rebinds it in order."""
-        ctx = self.ctx
-        if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
-            return
-        name = statement.targets[0].id
-        if name in ctx.scopes[0].values or not isinstance(statement.value, ast.Call):
-            return
-        value = ctx.value_of(statement.value)
-        if value is not None and value.kind in _GLOBAL_KINDS:
-            ctx.scopes[0].values[name] = [Binding(value, ())]
-
     def visit(self, node: ast.AST) -> None:
         kind = type(node)
         handlers = self.handlers.get(kind)
@@ -281,9 +224,9 @@ class _Pass:
             special(node)
 
     def children(self, node: ast.AST) -> None:
-        fields = _CHILD_FIELDS.get(type(node))
+        fields = CHILD_FIELDS.get(type(node))
         if fields is None:
-            fields = _CHILD_FIELDS[type(node)] = _child_fields(node)
+            fields = CHILD_FIELDS[type(node)] = child_fields(node)
         if not fields:
             return  # a Name, a Constant, ...: nothing below it but its context
         parents = self.ctx.parents
@@ -343,138 +286,6 @@ class _Pass:
             if local not in ctx.scopes[-1].imports:
                 ctx.bind_import(local, qualname)
 
-    def _assign(self, node: ast.Assign | ast.AnnAssign) -> None:
-        self.children(node)
-        value = node.value
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        bound = None if value is None else self.ctx.value_of(value)
-        if bound is None and isinstance(value, _LITERALS):
-            bound = UNTRACKED  # `loss = []`: the name no longer means a loss
-        if bound is None and isinstance(node, ast.AnnAssign):
-            kind = self._kind_of_annotation(node.annotation)
-            bound = None if kind is None else Value(kind)
-        if bound is not None and bound.kind == F.LOADED and bound.key is not None:
-            self._load_key(bound)
-        if bound is not None and bound.kind == F.OPTIMIZER and bound.model is not None:
-            self._optimised_is_a_model(bound.model)
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Constant)
-            and node.value.value is False
-        ):
-            for target in node.targets:
-                self._freeze(target, node)
-        for target in targets:
-            self._bind_target(target, value, bound)
-
-    def _freeze(self, target: ast.expr, node: ast.AST) -> None:
-        """``p.requires_grad = False`` in ``for p in X.parameters():``."""
-        if not (
-            isinstance(target, ast.Attribute)
-            and target.attr == "requires_grad"
-            and isinstance(target.value, ast.Name)
-        ):
-            return
-        parameter = target.value.id
-        for loop in reversed(self.ctx.loops):
-            loop_node = loop.node
-            if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
-                continue
-            owner = _parameters_of(loop_node, parameter)
-            if owner is not None:
-                self._record_freeze(owner, node, partial=self.ctx.branch != loop.branch)
-                return
-
-    def _record_freeze(self, owner: ast.expr, node: ast.AST, partial: bool = False) -> None:
-        ctx = self.ctx
-        name = ctx.dotted(owner)
-        if name is not None:
-            ctx.module.freezes.append(
-                F.FreezeFacts(node, name, ctx.value_of(owner), ctx.function, ctx.branch, partial)
-            )
-
-    def _optimised_is_a_model(self, name: str) -> None:
-        """``Adam(D.parameters())``: whatever ``D`` is, it is a model."""
-        ctx = self.ctx
-        target = ast.parse(name, mode="eval").body
-        if ctx.kind_of(target) is None:
-            ctx.bind(target, Value(F.MODULE))
-
-    def _load_key(self, value: Value) -> None:
-        if isinstance(value.node, ast.Call) and value.key is not None:
-            facts = self.ctx.module.loads.get(value.node)
-            if facts is not None:
-                facts.keys.add(value.key)
-
-    def _bind_target(self, target: ast.expr, value: ast.expr | None, bound: Value | None) -> None:
-        ctx = self.ctx
-        if isinstance(target, (ast.Name, ast.Attribute)):
-            ctx.bind(target, bound)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            elements = target.elts
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
-                for element, item in zip(elements, value.elts, strict=False):
-                    self._bind_target(element, item, ctx.value_of(item))
-                return
-            passed = pass_through_arguments(value)
-            if passed is not None and len(passed) == len(elements):
-                # `model, optimizer = accelerator.prepare(model, optimizer)`: the same objects
-                for element, item in zip(elements, passed, strict=True):
-                    self._bind_target(element, None, ctx.value_of(item))
-                return
-            parts = self._unpacked(value, bound, len(elements))
-            for element, part in zip(elements, parts, strict=False):
-                if isinstance(element, ast.Starred):
-                    element = element.value
-                self._bind_target(element, None, part)
-
-    def _unpacked(
-        self, value: ast.expr | None, bound: Value | None, count: int
-    ) -> list[Value | None]:
-        """What each name of ``a, b = value`` holds."""
-        if bound is None:
-            return [None] * count
-        if bound.kind == F.OUTPUT and isinstance(value, ast.Call):
-            returns = self.ctx.project.returns(bound.origin)
-            if len(returns) == count:
-                # `validity, label = discriminator(x)`: each element's own activation.
-                return [
-                    bound.but(
-                        activation=item.activation,
-                        activation_at=at,
-                        node=bound.node,
-                        flags=bound.flags | ({"model_activation"} if item.activation else set()),
-                    )
-                    for item, at in returns
-                ]
-            return [bound.but(activation=None)] * count
-        if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR):
-            return [bound] * count  # `encoder, decoder = torch.load(...)`
-        return [None] * count
-
-    def _aug_assign(self, node: ast.AugAssign) -> None:
-        self.children(node)
-        ctx = self.ctx
-        if isinstance(node.target, (ast.Name, ast.Attribute)):
-            current = ctx.value_of(node.target)
-            added = ctx.value_of(node.value)
-            if added is not None and added.kind == F.LOSS:
-                through = added.through | (current.through if current else frozenset())
-                ctx.bind(node.target, Value(F.LOSS, through=through, crossing=added.crossing))
-            elif current is None:
-                ctx.bind(node.target, None)
-
-    def _kind_of_annotation(self, annotation: ast.expr | None) -> str | None:
-        if annotation is None:
-            return None
-        qualname = self.ctx.qualname(annotation)
-        if qualname == "torch.optim.Optimizer":
-            return F.OPTIMIZER
-        if qualname == "torch.nn.Module":
-            return F.MODULE
-        return None
-
-    # -- regions -------------------------------------------------------------------
     def _class(self, node: ast.ClassDef) -> None:
         self.visit_all(node, [*node.decorator_list, *node.bases, *node.keywords])
         is_module = any(self.ctx.is_module_base(base) for base in node.bases)
@@ -612,7 +423,7 @@ class _Pass:
             loop_depth=len(ctx.loops),
             branch=ctx.branch,
             target=ctx.project.call_target(ctx, node),
-            builds_model=_builds_model(ctx, qualname),
+            builds_model=builds_model(ctx, qualname),
         )
         ctx.module.calls.append(event)
         self._note_load_use(event)
@@ -629,43 +440,6 @@ class _Pass:
         for loop in ctx.loops:
             loop.calls.append(event)
         self.children(node)
-
-    def _note_load_use(self, event: F.CallEvent) -> None:
-        """Record ``torch.load`` calls and how what they return is used."""
-        loads = self.ctx.module.loads
-        if event.qualname in _TORCH_LOADS:
-            loads.setdefault(event.node, F.LoadFacts(event.node))
-            return
-        func = event.node.func
-        if isinstance(func, ast.Attribute) and event.method in _MODULE_USES:
-            for value in self.ctx.candidates(func.value):
-                if value.kind == F.LOADED:
-                    self._load_used(value, _MODULE_USES[event.method], event.node)
-        elif isinstance(func, ast.Name):
-            for value in self.ctx.candidates(func):
-                if value.kind == F.LOADED:
-                    self._load_used(value, "module", event.node)  # `rnn(x)`: a loaded module
-        if event.target is not None:
-            function = self.ctx.project.function(event.target)
-            if function is None:
-                return
-            params = [p for p in function.params if p not in {"self", "cls"}]
-            for param, arg in zip(params, event.node.args, strict=False):
-                passed = self.ctx.value_of(arg)
-                uses = function.param_uses.get(param, ())
-                if (
-                    passed is not None
-                    and passed.kind == F.LOADED
-                    and ("call" in uses or "module" in uses)
-                ):
-                    self._load_used(passed, "module", event.node)
-
-    def _load_used(self, value: Value, use: str, where: ast.AST) -> None:
-        if isinstance(value.node, ast.Call):
-            facts = self.ctx.module.loads.get(value.node)
-            if facts is not None:
-                facts.uses.add(use)
-                facts.where.append(where)
 
     def _try(self, node: ast.Try) -> None:
         """Each block of a ``try`` starts from the branch the ``try`` is on."""
@@ -696,53 +470,6 @@ class _Pass:
             ctx.branch = saved
 
 
-_Subscriptions = tuple[tuple[tuple[type[ast.AST], str], ...], tuple[str, ...]]
-_SUBSCRIPTIONS: dict[type, _Subscriptions] = {}
-
-
-def _subscriptions(cls: type) -> _Subscriptions:
-    """(node type, handler name) pairs and event names a rule class listens to."""
-    found = _SUBSCRIPTIONS.get(cls)
-    if found is None:
-        found = _SUBSCRIPTIONS[cls] = _scan_subscriptions(cls)
-    return found
-
-
-def _scan_subscriptions(cls: type) -> _Subscriptions:
-    node_types = []
-    events = []
-    for attribute in dir(cls):
-        if attribute.startswith("visit_"):
-            node_type = getattr(ast, attribute[6:], None)
-            if isinstance(node_type, type):
-                node_types.append((node_type, attribute))
-        elif attribute in _EVENTS:
-            events.append(attribute)
-    return tuple(node_types), tuple(events)
-
-
-_EVENTS = ("leave_loop", "leave_function", "leave_class", "leave_module")
-#: Nodes without child nodes (beyond a Load/Store marker).
-_LEAF_TYPES = (
-    ast.Name,
-    ast.Constant,
-    ast.Load,
-    ast.Store,
-    ast.Del,
-    ast.Pass,
-    ast.Break,
-    ast.Continue,
-    ast.alias,
-    ast.Global,
-    ast.Nonlocal,
-)
-
-_TORCH_LOADS = {"torch.load", "torch.serialization.load"}
-_GLOBAL_KINDS = {F.MODULE, F.LOSS_FN, F.OPTIMIZER, F.LOADER}
-_LITERALS = (
-    ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
-    ast.SetComp, ast.JoinedStr, ast.Lambda,
-)  # fmt: skip
 #: What a star import from an unindexed module most likely brought in.
 _CONVENTIONAL = {
     "torch": "torch",
@@ -752,65 +479,6 @@ _CONVENTIONAL = {
     "np": "numpy",
     "Variable": "torch.autograd.Variable",
 }
-#: Methods that show an object is an nn.Module or an optimizer, not tensors.
-_MODULE_USES = {
-    **dict.fromkeys(
-        (
-            "eval",
-            "train",
-            "parameters",
-            "named_parameters",
-            "modules",
-            "children",
-            "forward",
-            "named_modules",
-            "state_dict",
-            "init_hidden",
-            "initHidden",
-            "apply",
-            "zero_grad",
-        ),
-        "module",
-    ),
-    "step": "optimizer",
-    "param_groups": "optimizer",
-}
-
-#: node type -> the fields that may hold child nodes (never ``ctx``: Load/Store
-#: markers are not code, and skipping them halves the nodes the pass visits).
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
-
-
-def _builds_model(ctx: Context, qualname: str | None) -> bool:
-    """A call that constructs a model: a torch.nn layer, a module class of the
-    project, a torchvision constructor, ``from_pretrained``/``create_model``."""
-    if qualname is None:
-        return False
-    last = qualname.rsplit(".", 1)[-1]
-    if last in {"from_pretrained", "create_model"}:
-        return True
-    if qualname.startswith(("torch.", "torchvision.")):
-        wrappers = {"torch.compile", "torch.jit.script"}
-        return kind_from_callee(qualname) == F.MODULE and qualname not in wrappers
-    if not last[:1].isupper():
-        return False
-    if qualname.startswith("<local>."):
-        return ctx.is_module_base(ast.Name(last))
-    return ctx.project.is_module_class(ctx, qualname)
-
-
-def _child_fields(node: ast.AST) -> tuple[str, ...]:
-    fields = []
-    for name in node._fields:
-        if name == "ctx":
-            continue
-        value = getattr(node, name, None)
-        if isinstance(value, _LEAVES):
-            continue  # operators are singletons without children
-        if isinstance(value, (ast.AST, list)) or value is None:
-            fields.append(name)
-    return tuple(fields)
 
 
 def _ends(body: list[ast.stmt]) -> bool:
@@ -832,23 +500,6 @@ def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:
         text = ctx.text(test).replace(" is not ", " is ").replace(" != ", " == ")
         return text, not polarity
     return ctx.text(test), polarity
-
-
-def _parameters_of(loop: ast.For | ast.AsyncFor, parameter: str) -> ast.expr | None:
-    """``X`` when ``loop`` is ``for <parameter> in X.parameters():`` (or
-    ``for _, <parameter> in X.named_parameters():``)."""
-    target, iterated = loop.target, loop.iter
-    if isinstance(target, ast.Tuple) and len(target.elts) == 2:
-        target = target.elts[1]
-    if not (isinstance(target, ast.Name) and target.id == parameter):
-        return None
-    if (
-        isinstance(iterated, ast.Call)
-        and isinstance(iterated.func, ast.Attribute)
-        and iterated.func.attr in {"parameters", "named_parameters"}
-    ):
-        return iterated.func.value
-    return None
 
 
 def _iterated(expr: ast.expr) -> ast.expr:
