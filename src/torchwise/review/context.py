@@ -25,7 +25,6 @@ from typing import Any
 from torchwise.review import facts as F
 from torchwise.review.facts import Branch, Value
 from torchwise.review.findings import Finding, Fix
-from torchwise.review.project import EMPTY_VIEW, ProjectView
 from torchwise.review.registry import Rule
 from torchwise.review.values import (
     SHADOWED,
@@ -37,6 +36,7 @@ from torchwise.review.values import (
     optimised_model,
     pass_through_arguments,
 )
+from torchwise.review.view import EMPTY_VIEW, ProjectView
 
 __all__ = [
     "UNTRACKED",

@@ -22,10 +22,10 @@ from torchwise.review.context import (
 from torchwise.review.dispatch import CHILD_FIELDS, LEAF_TYPES, child_fields, subscriptions
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
-from torchwise.review.project import ProjectView
 from torchwise.review.registry import Rule, all_rules
 from torchwise.review.suppression import file_suppressions, line_suppressions, suppressed
 from torchwise.review.tracking import Tracker, builds_model
+from torchwise.review.view import ProjectView
 
 Handler = Callable[[Any, Context], None]
 

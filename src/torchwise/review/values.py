@@ -18,7 +18,7 @@ from torchwise.review.facts import Value
 
 if TYPE_CHECKING:
     from torchwise.review.context import Context, Scope
-    from torchwise.review.project import ProjectView
+    from torchwise.review.view import ProjectView
 
 _LOSS_FUNCTIONS = re.compile(
     r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div)$"
