@@ -69,6 +69,8 @@ MODULE_BASES = {
 }
 _NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
 TOP_LEVEL = "<module>"  # the summary's pseudo-function of top-level code
+#: What the argument of a real ``train(mode)`` override is called.
+_MODE_NAMES = {"mode", "flag", "training", "is_training", "train", "value", "on", "enabled", "b"}
 #: Names that hold the parsed command line in scripts that use argparse.
 NAMESPACE_NAMES = frozenset({"args", "opt", "opts", "options"})
 
@@ -374,7 +376,10 @@ class ProjectIndex:
         # nn.Module.eval() calls self.train(False) and model.train() passes nothing:
         # an override must accept both and still set the mode.
         override = fact.train_params is not None and (
-            not fact.train_sets_mode or not fact.train_params or fact.train_required > 0
+            not fact.train_sets_mode
+            or not fact.train_params
+            or fact.train_required > 1
+            or (fact.train_required == 1 and fact.train_params[0] not in _MODE_NAMES)
         )
         frozen = tuple(
             attr for attr in fact.frozen if _has_batchnorm(fact.attributes.get(attr), batchnorm)

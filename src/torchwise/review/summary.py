@@ -386,8 +386,9 @@ class Summarizer(Rule):
                 fact.train_params = [a.arg for a in [*args.posonlyargs, *args.args]][1:]
                 fact.train_required = len(fact.train_params) - len(args.defaults)
                 fact.train_line = method.node.lineno
+                first = fact.train_params[0] if fact.train_params else None
                 fact.train_sets_mode = any(
-                    c.method in {"train", "eval"} or c.method == "__init__" for c in method.calls
+                    _sets_mode(call, first) for call in method.calls
                 ) or _assigns_training(method.node)
         fact.layers = sorted(layers)
         fact.frozen = _frozen_at_construction(node.name, methods, ctx)
@@ -501,6 +502,24 @@ def _add(table: dict[str, list[str]], key: str, item: str) -> None:
     items = table.setdefault(key, [])
     if item not in items:
         items.append(item)
+
+
+def _sets_mode(call: F.CallEvent, mode: str | None) -> bool:
+    """``super().train(mode)``, ``child.train(mode)``, ``.train(False)``, ``.eval()``:
+    a call that switches modes, not a training routine of the same name."""
+    if call.method == "eval" and not call.node.args:
+        return True
+    if call.method != "train":
+        return False
+    args = call.node.args
+    if not args:
+        return True
+    first = args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, bool):
+        return True
+    if isinstance(first, ast.Name) and first.id == mode:
+        return len(args) == 1 or isinstance(call.node.func, ast.Attribute)
+    return isinstance(first, ast.Name) and first.id == "self" and len(args) <= 2
 
 
 def _assigns_training(node: ast.FunctionDef) -> bool:

@@ -18,8 +18,8 @@ class TrainMethodOverride(Rule):
     """## What it does
     Flags an `nn.Module` subclass that defines `train` as something other than
     `nn.Module.train(mode=True)`: a training routine (`def train(self, loader,
-    epochs)`), a `train` without a default for its argument, or one that never
-    sets the mode (no `super().train(mode)`, no `self.training = mode`).
+    epochs)`), or any `train` that never switches modes (no
+    `super().train(mode)`, no `child.train(mode)`, no `self.training = mode`).
 
     ## Why is this bad?
     `nn.Module.eval()` is implemented as `self.train(False)`, and every parent
