@@ -1,7 +1,11 @@
 """Checkpoint scanners compared in one run: detection and time.
 
-Builds a corpus of benign checkpoints and hostile ones (one per payload technique,
-each payload harmless: it would create a marker file), then runs over every file:
+Builds a corpus of benign checkpoints and hostile ones: one per payload technique
+(tests/ckpt/ckpt_corpus.py) and one per scanner-evasion trick (tests/ckpt/tricks.py:
+zip member confusion, C-unpickler parser differentials, torch.load's format
+order, tar checkpoints). Each payload is harmless (it would create a marker
+file). ``--real DIR`` adds checkpoints nobody here wrote (see docs/benchmarks.md
+for where they come from). Then it runs over every file:
 
 - torchwise (``torchwise.ckpt.scan`` in-process, and the ``torchwise ckpt scan`` CLI)
 - picklescan (CLI, default and ``--strict``), modelscan (CLI), fickling (``--check-safety``)
@@ -32,6 +36,8 @@ sys.path.insert(0, str(ROOT / "tests" / "ckpt"))
 
 import torch  # noqa: E402
 from ckpt_corpus import Hostile, build_benign, build_hostile  # noqa: E402
+from differential import torch_outcomes, write_cases  # noqa: E402
+from tricks import trick_cases  # noqa: E402
 
 from torchwise.ckpt import scan  # noqa: E402
 
@@ -120,7 +126,44 @@ def _live_check(hostile: list[Hostile], marker: Path) -> None:
     print(f"\n{live}/{len(hostile)} payloads run when loaded.\n")
 
 
-def _detection(hostile: list[Hostile], benign: dict[str, Path]) -> None:
+def _tricks(root: Path) -> tuple[list[Hostile], dict[str, bool]]:
+    """The evasion tricks as hostile files, and whether torch.load runs each (measured)."""
+    cases, _ = trick_cases(root)
+    paths = write_cases(root, cases)
+    outcomes = torch_outcomes(root, paths)
+    hostile = [Hostile(f"trick: {name}", path, "") for name, path in paths.items()]
+    return hostile, {f"trick: {name}": outcome.ran for name, outcome in outcomes.items()}
+
+
+def _more_benign(root: Path) -> dict[str, Path]:
+    """Plain values weights_only loads or that are inert, a tar checkpoint, a .pt2."""
+    sys.path.insert(0, str(ROOT / "tests" / "ckpt"))
+    from craft import simple_tar_checkpoint
+
+    root.mkdir(parents=True, exist_ok=True)
+    out = {}
+    values = {"set": {1, 2}, "frozenset": frozenset({3}), "complex": 1 + 2j, "range": range(4),
+              "slice": slice(1, 9), "bytearray": bytearray(b"x"), "bytes": b""}  # fmt: skip
+    for name, value in values.items():
+        out[name] = root / f"{name}.pt"
+        torch.save({"w": torch.ones(2), "v": value}, out[name])
+    out["pre-1.0 tar checkpoint"] = root / "old_tar.pt"
+    out["pre-1.0 tar checkpoint"].write_bytes(simple_tar_checkpoint())
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x)
+
+    out["torch.export .pt2"] = root / "net.pt2"
+    torch.export.save(torch.export.export(Net(), (torch.randn(1, 3),)), out["torch.export .pt2"])
+    return out
+
+
+def _detection(hostile: list[Hostile], benign: dict[str, Path], runs: dict[str, bool]) -> None:
     results: dict[str, dict[str, Outcome]] = {name: {} for name in TOOLS}
     for name, tool in TOOLS.items():
         tool(benign["state dict"])  # warm-up: imports, page cache
@@ -129,10 +172,12 @@ def _detection(hostile: list[Hostile], benign: dict[str, Path]) -> None:
         for kind, path in benign.items():
             results[name][f"benign: {kind}"] = _judge(tool, path)
     n_h, n_b = len(hostile), len(benign)
-    print(f"## detection: {n_h} hostile files, {n_b} benign checkpoints\n")
-    print("| tool | hostile caught | missed | errors on hostile | benign flagged (FP) "
-          "| errors on benign | median time / file |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    live = [c for c in hostile if runs.get(c.technique, True)]
+    print(f"## detection: {n_h} hostile files ({len(live)} run their payload under "
+          f"torch.load), {n_b} benign checkpoints\n")  # fmt: skip
+    print("| tool | live payloads caught | hostile caught | missed | errors on hostile "
+          "| benign flagged (FP) | errors on benign | median time / file |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     medians = {n: statistics.median(t for _, t in per.values()) for n, per in results.items()}
     for name, per_file in results.items():
         h = [per_file[c.technique][0] for c in hostile]
@@ -142,18 +187,23 @@ def _detection(hostile: list[Hostile], benign: dict[str, Path]) -> None:
         in_process = name in ("torchwise (API)", "torch get_unsafe_globals")
         base = "torchwise (API)" if in_process else "torchwise (CLI)"
         ratio = "" if name == base else f" ({medians[name] / medians[base]:.1f}x torchwise)"
+        caught_live = sum(per_file[c.technique][0] == FLAGGED for c in live)
         print(
-            f"| {name} | {h.count(FLAGGED)}/{n_h} | {h.count(CLEAN)} | {h.count(ERROR)} "
-            f"| {b.count(FLAGGED)}/{n_b} | {b.count(ERROR)} | {_ms(medians[name])}{ratio} |"
+            f"| {name} | {caught_live}/{len(live)} | {h.count(FLAGGED)}/{n_h} | {h.count(CLEAN)} "
+            f"| {h.count(ERROR)} | {b.count(FLAGGED)}/{n_b} | {b.count(ERROR)} "
+            f"| {_ms(medians[name])}{ratio} |"
         )
-    print("\n## per technique (F flagged, . missed, E error)\n")
+    print(
+        "\n## per technique (F flagged, . missed, E error; * the payload runs under torch.load)\n"
+    )
     names = list(TOOLS)
     print("| technique | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     mark = {FLAGGED: "F", CLEAN: ".", ERROR: "E"}
     for label in [c.technique for c in hostile] + [f"benign: {k}" for k in benign]:
         row = " | ".join(mark[results[n][label][0]] for n in names)
-        print(f"| {label} | {row} |")
+        star = "*" if runs.get(label, not label.startswith("benign")) else ""
+        print(f"| {label}{star} | {row} |")
     print()
 
 
@@ -172,7 +222,7 @@ def _size_independence(root: Path, sizes: list[float]) -> None:
         path = build_benign(folder, payload_mib=mib)["state dict"]
         cells = []
         for name in tools:
-            times = [TOOLS[name](path)[1] for _ in range(5)]
+            times = [TOOLS[name](path)[1] for _ in range(5 if mib < 1024 else 3)]
             cells.append(_ms(statistics.median(times)))
         print(
             f"| {mib:g} MiB | {path.stat().st_size / 2**20:.1f} MiB | " + " | ".join(cells) + " |"
@@ -181,21 +231,85 @@ def _size_independence(root: Path, sizes: list[float]) -> None:
     print()
 
 
+def _real(directory: Path) -> None:
+    """Checkpoints nobody here wrote: each tool's verdict, and torch's weights_only load."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    print(f"## real third-party checkpoints ({len(files)} files under {directory})\n")
+    names = ["torchwise (API)", "picklescan", "modelscan", "fickling", "torch get_unsafe_globals"]
+    print("| file | weights_only load | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 2) + "|")
+    mark = {FLAGGED: "flagged", CLEAN: "clean", ERROR: "error"}
+    for path in files:
+        try:
+            torch.load(path, map_location="cpu", weights_only=True)
+            loads = "loads"
+        except Exception as exc:
+            loads = (
+                "refuses" if "Unsupported global" in str(exc) else f"fails ({type(exc).__name__})"
+            )
+        row = " | ".join(mark[TOOLS[n](path)[0]] for n in names)
+        print(f"| {path.relative_to(directory)} | {loads} | {row} |")
+    print()
+
+
+_BOMB_SCAN = """
+import sys, time
+from pathlib import Path
+from torchwise.ckpt.scan import scan_file
+start = time.perf_counter()
+result = scan_file(Path(sys.argv[1]))
+took = time.perf_counter() - start
+# VmHWM: this process's peak (ru_maxrss would keep the parent's across exec)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(result.verdict, took, hwm.split()[1])
+"""
+
+
+def _bombs(root: Path) -> None:
+    """Zip bombs: 200 KiB files that inflate to 200 MiB of one opcode. Median of 3 runs."""
+    from test_ckpt_budgets import deflate_bomb
+
+    print("## zip bombs (200 MiB of one opcode in a 200 KiB data.pkl)\n")
+    print("| bomb | file | verdict | wall (median of 3) | peak RSS |")
+    print("|---|---|---|---|---|")
+    bombs = ((b"(", "MARK"), (b"N", "NONE"), (b"]", "EMPTY_LIST"), (b"}", "EMPTY_DICT"),
+             (b"cos\nsystem\n0", "GLOBAL"))  # fmt: skip
+    for unit, label in bombs:
+        path = deflate_bomb(root / f"bomb_{label}.pt", unit, 200 << 20)
+        runs = []
+        for _ in range(3):
+            out = subprocess.run([sys.executable, "-c", _BOMB_SCAN, str(path)],
+                                 capture_output=True, text=True, check=True)  # fmt: skip
+            verdict, took, rss = out.stdout.split()
+            runs.append((float(took), int(rss)))
+        took = statistics.median(t for t, _ in runs)
+        rss = max(r for _, r in runs) / 1024
+        print(f"| {label} | {path.stat().st_size >> 10} KiB | {verdict} | {took:.2f} s "
+              f"| {rss:.0f} MiB |")  # fmt: skip
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--live", action="store_true", help="prove each payload runs when loaded")
-    parser.add_argument("--sizes", default="1,64,512", help="tensor payload sizes in MiB")
+    parser.add_argument("--sizes", default="1,64,512,2048", help="tensor payload sizes in MiB")
+    parser.add_argument("--real", type=Path, help="a directory of third-party checkpoints")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
         root = Path(tmp)
         marker = root / "PAYLOAD_RAN"
         hostile = build_hostile(root / "hostile", marker)
         benign = build_benign(root / "benign")
+        benign.update(_more_benign(root / "benign_more"))
         print(f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
         if args.live:
             _live_check(hostile, marker)
-        _detection(hostile, benign)
+        tricks, runs = _tricks(root / "tricks")
+        _detection(hostile + tricks, benign, runs)
         assert not marker.exists(), "a scanner ran a payload"
+        if args.real:
+            _real(args.real)
+        _bombs(root)
         _size_independence(root, [float(s) for s in args.sizes.split(",")])
 
 

@@ -85,9 +85,15 @@ def test_lightning_checkpoint(benign: dict[str, Path]) -> None:
 
 
 def test_tied_shared_and_strided(benign: dict[str, Path]) -> None:
-    got = {t.key: t for t in inspect(benign["tied and strided tensors"]).tensors}
+    result = inspect(benign["tied and strided tensors"])
+    got = {t.key: t for t in result.tensors}
     assert got["embed.weight"].aliases == ["head.weight"]  # the very same tensor object
-    assert "head.weight" not in got
+    # ...and the alias has a row of its own that points at it (and at its storage)
+    assert got["head.weight"].alias_of == "embed.weight"
+    assert got["head.weight"].storage_key == got["embed.weight"].storage_key
+    # the tied weight counts once; views of its storage count on their own (documented):
+    # embed 4x4 (16) + rows 3x4 (12) + transposed 4x4 (16) + half bfloat16[3] (3) = 47
+    assert result.parameters == 16 + 12 + 16 + 3
     assert "embed.weight" in got["rows"].shares_storage_with  # a view of the same storage
     assert not got["transposed"].contiguous and got["transposed"].shape == (4, 4)
     assert got["half"].dtype == "bfloat16"
@@ -177,3 +183,24 @@ def test_cli_text_and_json(benign: dict[str, Path]) -> None:
     js = runner.invoke(app, ["ckpt", "inspect", "--format", "json", str(benign["safetensors"])])
     data = json.loads(js.output)
     assert data["format"] == "safetensors" and data["parameters"] == PARAMS
+
+
+class _Py2OrderedDict:
+    """Pickles as Python 2's OrderedDict did: OrderedDict([[key, value], ...])."""
+
+    def __init__(self, items: list[list[object]]) -> None:
+        self.items = items
+
+    def __reduce__(self) -> tuple[object, ...]:
+        import collections
+
+        return collections.OrderedDict, (self.items,)
+
+
+def test_python2_ordered_dict_of_tensors(tmp_path: Path) -> None:
+    # Found on real files: lpips' bundled weights pickle their state dict this way.
+    path = tmp_path / "py2.pth"
+    torch.save(_Py2OrderedDict([["lin.weight", torch.ones(2, 3)]]), path)
+    result = inspect(path)
+    assert result.kind == "state dict"
+    assert [(t.key, t.shape) for t in result.tensors] == [("lin.weight", (2, 3))]

@@ -108,14 +108,17 @@ def test_changing_a_layer_width_makes_check_fail_with_a_readable_diff(project: P
     )
     assert "-        head (Linear(in_features=4, out_features=3, bias=True), 15 params)" in out
     assert "+        head (Linear(in_features=4, out_features=6, bias=True), 30 params)" in out
-    assert "run `torchwise doc tinynet.py:TinyNet --write`" in err
+    # the hint repeats every option that names the model, so it can be pasted as is
+    assert "run `torchwise doc tinynet.py:TinyNet --input 'f32[2,1,8,8]' --write`" in err
 
 
 def test_diff_prints_the_change_and_writes_nothing(project: Path) -> None:
     code, out, _ = doc(project, "--diff")
-    assert code == 0
+    assert code == 1  # it would change the file (as review --diff)
     assert "+    Shape:" in out
     assert project.read_text() == MODEL
+    assert doc(project, "--write")[0] == 0
+    assert doc(project, "--diff")[:2] == (0, "")  # nothing left to change
 
 
 def test_a_file_that_does_not_parse_is_never_written(project: Path) -> None:

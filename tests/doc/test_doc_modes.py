@@ -30,16 +30,47 @@ class Branchy(nn.Module):
         return x * 2 if self.training else x
 
 
+class Attention(nn.Module):
+    """nanoGPT's pattern: the dropout probability is chosen by mode."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = dropout
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        p = self.dropout if self.training else 0
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, q, q, dropout_p=self.dropout if self.training else 0.0
+        )
+        if self.training:
+            out = out * 1.0
+        return torch.nn.functional.dropout(out, p, training=self.training)
+
+
 def test_mode_differences_name_the_modules_and_ignore_prose_and_p0() -> None:
     lines = mode_differences(Noisy())
     text = "\n".join(lines)
     assert "Normalisation (``norm``)" in text
     assert "Recurrent dropout (``lstm``)" in text
-    assert "off" not in text and "Custom code" not in text
+    assert "off" not in text and "Noisy" not in text
     assert mode_differences(Branchy()) == [
-        "- Custom code (``Branchy``): ``forward`` branches on ``self.training``."
+        "- Branchy (``Branchy``): ``x * 2 if self.training else x`` (test_doc_modes.py:30)."
     ]
-    assert mode_differences(nn.Linear(2, 2))[0].startswith("Identical")
+    assert mode_differences(nn.Linear(2, 2)) == []  # nothing differs: the section is left out
+
+
+def test_self_training_branches_say_what_changes_or_nothing() -> None:
+    model = nn.Sequential(Attention(0.1), Attention(0.0))
+    lines = mode_differences(model)
+    assert "- Attention (``0``): ``p=0.1`` in train, ``p=0`` in eval." in lines
+    assert "- Attention (``0``): ``dropout_p=0.1`` in train, ``dropout_p=0.0`` in eval." in lines
+    # Attention(0.0) ("1") is in neither line above: its branches change nothing. The
+    # `if` statement and the dropout on a local p cannot be evaluated: shown for both.
+    assert any(
+        line.startswith("- Attention (``0``, ``1``): ``self.training`` (test_doc_modes.py:")
+        for line in lines
+    )
+    assert any("dropout`` drops activations with p=``p`` in train only" in line for line in lines)
 
 
 def test_entries_from_the_signature_and_the_module_tree() -> None:

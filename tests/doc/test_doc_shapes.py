@@ -93,3 +93,14 @@ def test_named_dims_in_specs_name_the_symbols() -> None:
     inputs, outputs = shapes_of(Tagger(), "i64[b=2,tokens=12]<100", "mask=bool[b=2,tokens=12]")
     assert inputs == ["(b, tokens)", "(b, tokens)"]
     assert outputs[0] == "(b, tokens, 7)"
+
+
+def test_default_dim_names_follow_the_batch_dim() -> None:
+    from torchwise.doc.shapes import _default_name
+    from torchwise.target import parse_input_spec
+
+    ids = parse_input_spec("i64[7,4]<50")  # (T, B) token ids, time first
+    assert [_default_name(ids, d, {0, 1}, batch_dim=1) for d in (0, 1)] == ["seq_len", "batch"]
+    assert [_default_name(ids, d, {0, 1}) for d in (0, 1)] == ["batch", "seq_len"]
+    hidden = parse_input_spec("f32[2,4,16]")  # an LSTM's (layers, B, H)
+    assert _default_name(hidden, 1, {1}, batch_dim=1) == "batch"

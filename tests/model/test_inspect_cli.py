@@ -108,9 +108,22 @@ def test_fit_exponent_and_parse() -> None:
         (["zoo:gpt2", "--scaling", "tokens=8,16"], "no input has a dimension named tokens"),
         (["zoo:nope"], "no zoo model 'nope'"),
         (["zoo:resnet18", "--input", "f32[1,3,224"], "bad input spec"),
-        (["zoo:resnet18", "--input", "f32[1,4,224,224]"], "forward failed in conv1 (Conv2d)"),
+        (
+            ["zoo:resnet18", "--input", "f32[1,4,224,224]"],
+            "forward of ResNet raised in conv1 (Conv2d)",
+        ),
     ],
 )
 def test_errors_exit_2_with_one_clear_line(args: list[str], message: str) -> None:
     code, out = run(*args)
     assert code == 2 and message in out and "Traceback" not in out
+
+
+def test_scaling_api_takes_a_target_string() -> None:
+    # The documented call: scaling("zoo:llama-tiny", "seq", [...]) (it used to raise
+    # AttributeError: a str has no input_specs).
+    from torchwise.model.scaling import scaling
+
+    result = scaling("zoo:llama-tiny", "seq", [16, 32])
+    assert [p.size for p in result.points] == [16, 32]
+    assert result.flops_exponent is not None and 1.0 <= result.flops_exponent < 1.2

@@ -148,7 +148,8 @@ def test_forward_error_names_submodule_and_shapes() -> None:
     with pytest.raises(TorchwiseError) as info:
         summarize(model, (torch.randn(2, 4),), estimate_training=False)
     message = str(info.value)
-    assert "forward failed in 1.0 (Linear)" in message and "float32[2, 8]" in message
+    assert "forward of Sequential raised in 1.0 (Linear)" in message
+    assert "it received float32[2, 8]" in message
 
 
 def test_bad_mode_is_an_error() -> None:
@@ -162,3 +163,20 @@ def test_to_dict_is_json_ready() -> None:
     summary = summarize(nn.Linear(2, 3), (torch.randn(1, 2),))
     data = json.loads(json.dumps(summary.to_dict()))
     assert data["schema_version"] == 1 and data["layers"][0]["output_shapes"] == [[1, 3]]
+
+
+def test_fallback_notes_quote_one_short_line_without_tensor_reprs() -> None:
+    from torchwise.model.summary import _reason
+    from torchwise.model.trace import ForwardError
+
+    error = ForwardError("forward of Net raised")
+    error.__cause__ = RuntimeError(
+        "Please convert all Tensors to FakeTensors first. Found in aten.addmm.default("
+        "tensor([[0.1, 0.2],\n        [0.3, 0.4]]), FakeTensor(..., size=(2, 2)))"
+    )
+    reason = _reason(error)
+    assert reason == (
+        "RuntimeError: Please convert all Tensors to FakeTensors first. Found in "
+        "aten.addmm.default ..."
+    )
+    assert "\n" not in reason and "0.1" not in reason

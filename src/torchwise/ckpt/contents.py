@@ -12,9 +12,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchwise.ckpt.pickle_vm import Call, Global, PDict, PersistentRef, PSet, Unhashable
-from torchwise.ckpt.reader import Container, corrupt, read_container
-from torchwise.ckpt.tensors import SAFETENSORS_DTYPES, TensorRecord, as_tensor
+from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
+from torchwise.ckpt.container import Container
+from torchwise.ckpt.reader import corrupt, read_container
+from torchwise.ckpt.tensors import (
+    SAFETENSORS_DTYPES,
+    TensorRecord,
+    as_tensor,
+    pt2_tensors,
+    tar_tensors,
+)
+from torchwise.ckpt.values import Call, Global, PDict, PersistentRef, PSet, Unhashable
+from torchwise.errors import TorchwiseError
 
 #: state_dict entries that are buffers, not parameters
 BUFFER_NAMES = frozenset(
@@ -36,8 +45,10 @@ class TensorEntry:
     storage_key: str | None
     storage_nbytes: int | None
     contiguous: bool
-    #: other keys that hold the very same tensor object
+    #: other keys that hold the very same tensor object (each also has a row of its own)
     aliases: list[str] = field(default_factory=list)
+    #: on an alias's row: the key it is the same tensor as (its storage is that key's)
+    alias_of: str | None = None
     #: keys of other tensors viewing the same storage (tied weights, views)
     shares_storage_with: list[str] = field(default_factory=list)
 
@@ -70,9 +81,9 @@ class InspectResult:
         return asdict(self)
 
 
-def inspect(path: str | Path) -> InspectResult:
+def inspect(path: str | Path, budgets: Budgets = DEFAULT_BUDGETS) -> InspectResult:
     """Describe the checkpoint at ``path`` without importing torch or running its pickle."""
-    container = read_container(Path(path))
+    container = read_container(Path(path), budgets)
     walker = _Walker()
     shards = container.children or [container]
     for index, shard in enumerate(shards):
@@ -105,9 +116,7 @@ def inspect(path: str | Path) -> InspectResult:
 
 
 def _walk_container(container: Container, walker: _Walker) -> None:
-    problems = [f"{e.name}: {e.error}" for e in container.errors] + container.problems
-    if problems:
-        raise corrupt(container.path, problems[0])
+    _check_readable(container)
     if container.format == "safetensors":
         for entry in container.safetensors:
             dtype = SAFETENSORS_DTYPES.get(entry.dtype, entry.dtype)
@@ -115,12 +124,34 @@ def _walk_container(container: Container, walker: _Walker) -> None:
             walker.add(entry.name, record)
         walker.structure = {"__metadata__": container.metadata} if container.metadata else {}
         return
+    if container.format == "pt2":
+        for key, record in pt2_tensors(container.described):
+            walker.add(key, record)
+        walker.structure = {"<torch.export program>": f"<{len(walker.entries)} tensors>"}
+        return
     data = container.data
     if data is None:
         if container.format == "torchscript":
             return
-        raise corrupt(container.path, "no data.pkl (or object pickle) found")
+        raise corrupt(container.path, container.failure or "no object pickle found")
+    if container.format == "torch-tar":
+        walker.persistent = tar_tensors(container.described)
     walker.structure = walker.visit(data.result.value, "", depth=0)
+
+
+def _check_readable(container: Container) -> None:
+    """Inspect describes what torch.load would return: it needs a complete object pickle."""
+    for member in container.pickles:
+        stop = member.result.stop
+        if stop is not None and stop.kind == "budget":
+            raise TorchwiseError(
+                f"{container.path}: {member.name} is {stop.message}",
+                hint="raise the limit with the matching --max-* flag",
+            )
+        if member.loaded and stop is not None:
+            raise corrupt(container.path, f"{member.name}: {stop.message} at byte {stop.offset}")
+    if container.failure and container.format not in ("pt2", "torchscript"):
+        raise corrupt(container.path, container.failure)
 
 
 def _kind(container: Container, walker: _Walker) -> str:
@@ -148,11 +179,29 @@ class _Walker:
         self.flat = False
         self._optim_depth = 0
         self._seen: set[int] = set()
+        self._cache: dict[int, TensorRecord] = {}
+        #: tensors that a persistent id stands for (a tar checkpoint's tensors member)
+        self.persistent: dict[str, TensorRecord] = {}
 
     def add(self, key: str, record: TensorRecord, in_optimizer: bool = False) -> None:
         known = self.records.get(id(record))
         if known is not None:  # the same object through the memo: an alias, not a copy
-            known[1].aliases.append(key)
+            first = known[1]
+            first.aliases.append(key)
+            alias = TensorEntry(
+                key,
+                first.dtype,
+                first.shape,
+                first.numel,
+                first.nbytes,
+                first.role,
+                first.kind,
+                first.storage_key,
+                first.storage_nbytes,
+                first.contiguous,
+                alias_of=first.key,
+            )
+            self.entries.append(alias)
             return
         leaf = key.rsplit(".", 1)[-1]
         if in_optimizer:
@@ -182,6 +231,8 @@ class _Walker:
     def visit(self, obj: Any, key: str, depth: int) -> Any:
         """Collect tensors under ``obj`` and return its JSON-able outline."""
         record = as_tensor(obj)
+        if record is None and isinstance(obj, PersistentRef) and self.persistent:
+            record = self.persistent.get(str(obj.pid))
         if record is not None:
             self.add(key, self._cached(obj, record), self._optim_depth > 0)
             return f"<tensor {record.describe()}>"
@@ -212,8 +263,7 @@ class _Walker:
 
     def _cached(self, obj: Any, record: TensorRecord) -> TensorRecord:
         # as_tensor builds a new record each call; memo-shared objects must map to one.
-        cache: dict[int, TensorRecord] = self.__dict__.setdefault("_tensor_cache", {})
-        return cache.setdefault(id(obj), record)
+        return self._cache.setdefault(id(obj), record)
 
     def _visit_dict(self, obj: dict[Any, Any], key: str, depth: int) -> Any:
         self._seen.add(id(obj))
@@ -278,7 +328,7 @@ class _Walker:
     def link_storages(self) -> None:
         by_storage: dict[str, list[TensorEntry]] = {}
         for entry in self.entries:
-            if entry.storage_key is not None:
+            if entry.storage_key is not None and entry.alias_of is None:
                 by_storage.setdefault(entry.storage_key, []).append(entry)
         for group in by_storage.values():
             for entry in group:

@@ -1,103 +1,207 @@
-"""``torchwise ckpt convert``: a checkpoint to safetensors, only once it is proven safe.
+"""``torchwise ckpt convert``: to safetensors, only once proven safe, and losing nothing.
 
-The file is scanned first; it is loaded with ``torch.load(weights_only=True)``
-only when the scan finds nothing unsafe (known-benign objects such as NumPy
-arrays, and globals the user names with ``--allow``, are passed to
-``torch.serialization.safe_globals``). Nested training checkpoints are flattened
-to dotted keys (or split per top-level section), tensors that are the same view
-of one storage are written once with their aliases in the metadata, and every
-written tensor is read back and compared byte for byte.
+1. The file is scanned (:mod:`.scan`); anything unsafe is refused unless each global
+   is named with ``--allow``.
+2. torch rebuilds it with ``torch.load(weights_only=True)``, on the meta device for a
+   torch zip, so no tensor data is read yet (:mod:`.convert_plan`).
+3. Tensors are streamed one at a time into the safetensors file (:mod:`.stwriter`);
+   the structure around them (epochs, param groups, integer optimizer keys, tuples,
+   hyperparameter namespaces) goes into the metadata as typed JSON
+   (:mod:`.typedjson`), so :func:`torchwise.ckpt.restore.load_converted` rebuilds
+   the original object. Tensors safetensors cannot hold are refused, or with
+   ``--split`` stored as their parts; values without a JSON form are refused, or
+   with ``--drop-non-tensor`` left out and listed.
+4. The file is written under a temporary name, read back byte for byte, and only
+   then renamed into place.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from torchwise.ckpt.policy import SAFE
-from torchwise.ckpt.reader import read_container
-from torchwise.ckpt.scan import scan
-from torchwise.errors import TorchwiseError
+from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
+from torchwise.ckpt.convert_plan import Section, flatten, metadata
+from torchwise.ckpt.loading import load_for_conversion
+from torchwise.ckpt.policy import WEIGHTS_ONLY
+from torchwise.ckpt.scan import scan_file
+from torchwise.errors import OutputError, TorchwiseError
 
-if TYPE_CHECKING:
-    import torch
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    allow: frozenset[str] = frozenset()
+    #: store tensors safetensors cannot hold as their parts, with a note
+    split: bool = False
+    #: leave out (and list) values without a JSON form instead of refusing
+    drop_non_tensor: bool = False
+    #: one file per top-level section that holds tensors
+    per_section: bool = False
+    force: bool = False
+    budgets: Budgets = DEFAULT_BUDGETS
 
 
 @dataclass
 class ConvertResult:
     source: str
     outputs: list[str]
-    #: tensors written (each storage view once)
+    #: tensors written (a tensor referenced twice is written once)
     tensors: int
-    #: alias key -> the key it was written under (tied weights, repeated references)
+    #: alias key -> the key it was written under (tied weights)
     aliases: dict[str, str] = field(default_factory=dict)
-    #: keys that were non-contiguous and were written contiguous
     made_contiguous: list[str] = field(default_factory=list)
-    #: keys that overlapped another tensor's storage and were written as their own copy
+    #: other views of a storage already written, stored as their own copies
     copied_views: list[str] = field(default_factory=list)
-    #: non-tensor values (epoch, hyperparameters) stored as JSON in the metadata
+    #: top-level non-tensor values kept in the typed-JSON structure
     extras: list[str] = field(default_factory=list)
-    #: keys read back and found identical (dtype, shape and every byte)
+    #: values left out with --drop-non-tensor
+    dropped: list[str] = field(default_factory=list)
+    #: part key -> how a tensor safetensors cannot hold was stored (--split)
+    split: dict[str, str] = field(default_factory=dict)
     verified: int = 0
     bytes_written: int = 0
+    #: the largest buffer held while writing (a chunk, or a strided tensor's storage span)
+    peak_buffer: int = 0
+    #: tensors were read one at a time from the file (not loaded whole)
+    streamed: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
 def convert(
     path: str | Path,
     out: str | Path,
-    *,
-    allow: Iterable[str] = (),
-    split: bool = False,
-    force: bool = False,
+    options: ConvertOptions | None = None,
+    progress: Callable[[int, str], None] | None = None,
+    **kwargs: Any,
 ) -> ConvertResult:
-    """Convert ``path`` to safetensors at ``out`` (``out``-<section> files with ``split``)."""
+    """Convert ``path`` to safetensors at ``out`` (``out``-<section> files with ``per_section``).
 
+    Keyword arguments are :class:`ConvertOptions` fields (``convert(p, o, split=True)``).
+    """
+    options = options or ConvertOptions(**kwargs)
     source, target = Path(path), Path(out)
-    allowed = set(allow)
-    report = scan(source, allow=allowed)
-    for f in report.files:
-        if f.verdict == "error":
-            raise TorchwiseError(f"{f.path}: {f.error}", hint="nothing was converted")
-        unsafe = sorted({x.global_name or x.rule for x in f.findings if x.severity != "warning"})
-        if unsafe:
-            raise TorchwiseError(
-                f"{f.path} is not safe to load: it references {', '.join(unsafe)}",
-                hint="run `torchwise ckpt scan` for the evidence; if you trust these, "
-                "pass --allow module.Name for each",
-            )
-    extra_globals = sorted({g for f in report.files for g in f.globals} - SAFE)
-    value = _load(source, _safe_objects(extra_globals))
-    sections = _sections(value, split)
+    _check_output(source, target, options.force)
+    extra_globals = _vet(source, options)
+    from torchwise.deps import require
+
+    require("torch", purpose="ckpt convert")
+    require("safetensors", purpose="ckpt convert")
+    loaded = load_for_conversion(source, extra_globals, options.budgets, options.split)
+    sections = _sections(loaded.value, options)
     outputs = {name: _output_path(target, name) for name in sections}
     for out_path in outputs.values():
-        if out_path.exists() and not force:
-            raise TorchwiseError(f"{out_path} exists", hint="pass --force to overwrite it")
-        if out_path.resolve() == source.resolve():
-            raise TorchwiseError("the output would overwrite the input")
+        _check_output(source, out_path, options.force)
     result = ConvertResult(str(source), [str(p) for p in outputs.values()], 0)
-    for name, (section_value, root_extras) in sections.items():
-        tensors, extras = _flatten(section_value, name if split else "")
-        extras.update(root_extras)
-        written = _dedupe(tensors, result)
-        metadata = {
-            "format": "pt",
-            "torchwise.source": source.name,
-            "torchwise.aliases": json.dumps(
-                {a: c for a, c in result.aliases.items() if a in tensors}
-            ),
-            "torchwise.extra": json.dumps(extras, default=repr),
-        }
-        result.extras += [k for k in extras if k not in result.extras]
-        _write(written, outputs[name], metadata)
-        result.tensors += len(written)
-        result.bytes_written += outputs[name].stat().st_size
-        result.verified += _verify(tensors, outputs[name])
+    result.streamed, result.notes = loaded.streamed, loaded.notes
+    plans = {
+        name: flatten(value, prefix, options.split, options.drop_non_tensor, loaded.streamed)
+        for name, (value, prefix) in sections.items()
+    }
+    for name, section in plans.items():
+        _write_section(section, source, outputs[name], loaded, result, progress)
     return result
+
+
+def _vet(source: Path, options: ConvertOptions) -> list[Any]:
+    """Scan first; the objects weights_only loading needs beyond its own allowlist."""
+    report = scan_file(source, options.allow, options.budgets)
+    if report.verdict == "error":
+        raise TorchwiseError(f"{source}: {report.error}", hint="nothing was converted")
+    unsafe = sorted({f.global_name or f.rule for f in report.findings if f.severity != "warning"})
+    if unsafe:
+        raise TorchwiseError(
+            f"{source} is not safe to load: {', '.join(unsafe[:6])}",
+            hint="run `torchwise ckpt scan` for the evidence; if you trust these globals, "
+            "pass --allow module.Name for each",
+        )
+    return _safe_objects(sorted(set(report.globals) - WEIGHTS_ONLY))
+
+
+def _check_output(source: Path, out: Path, force: bool) -> None:
+    if out.is_dir():
+        raise OutputError(f"cannot write {out}: it is a directory, not a .safetensors file")
+    if out.exists() and out.resolve() == source.resolve():
+        raise OutputError(f"{out} is the input file", hint="write the safetensors elsewhere")
+    if out.exists() and not force:
+        raise OutputError(f"{out} exists", hint="pass --force to overwrite it")
+    parent = out.parent if str(out.parent) else Path(".")
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise OutputError(f"cannot write {out}: {existing} is not a writable directory")
+
+
+def _sections(value: Any, options: ConvertOptions) -> dict[str, tuple[Any, str]]:
+    """Output name -> (value, key prefix)."""
+    if not options.per_section:
+        return {"": (value, "")}
+    if not isinstance(value, dict):
+        raise TorchwiseError("--per-section needs a checkpoint whose top level is a dict")
+    import torch
+
+    def has_tensor(obj: Any) -> bool:
+        if isinstance(obj, torch.Tensor):
+            return True
+        if isinstance(obj, dict):
+            return any(has_tensor(v) for v in obj.values())
+        return isinstance(obj, (list, tuple)) and any(has_tensor(v) for v in obj)
+
+    sections = {str(k): (v, str(k)) for k, v in value.items() if has_tensor(v)}
+    if not sections:
+        raise TorchwiseError("the checkpoint holds no tensors")
+    rest = {k: v for k, v in value.items() if str(k) not in sections}
+    first = next(iter(sections))
+    sections[first] = ({**rest, first: sections[first][0]}, "")  # the rest rides with the first
+    return sections
+
+
+def _output_path(target: Path, section: str) -> Path:
+    if not section:
+        return target
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in section)
+    return target.with_name(f"{target.stem}-{safe}{target.suffix or '.safetensors'}")
+
+
+def _write_section(
+    section: Section,
+    source: Path,
+    out: Path,
+    loaded: Any,
+    result: ConvertResult,
+    progress: Callable[[int, str], None] | None,
+) -> None:
+    from torchwise.ckpt import stwriter
+
+    meta = metadata(section, source)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    swap = loaded.byteorder != sys.byteorder
+    try:
+        with partial.open("wb") as handle:
+            digests, peak = stwriter.write(
+                handle, section.items, meta, swap_bytes=swap, progress=progress
+            )
+        result.verified += stwriter.verify(partial, section.items, digests)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        partial.unlink(missing_ok=True)
+        raise TorchwiseError(f"{exc}; nothing was written to {out}") from None
+    os.replace(partial, out)  # never leave a half-written file under the real name
+    result.tensors += len(section.items)
+    result.bytes_written += out.stat().st_size
+    result.peak_buffer = max(result.peak_buffer, peak)
+    result.aliases.update(section.aliases)
+    result.made_contiguous += section.made_contiguous
+    result.copied_views += section.copied_views
+    result.extras += [k for k in section.extras if k not in result.extras]
+    result.dropped += section.dropped
+    result.split.update({key: info["note"] for key, info in section.split.items()})
 
 
 def _safe_objects(names: list[str]) -> list[Any]:
@@ -105,7 +209,7 @@ def _safe_objects(names: list[str]) -> list[Any]:
     if any(name.startswith("numpy.") for name in names):
         import numpy as np
 
-        # ndarray pickles BUILD a dtype instance, whose class (numpy.dtypes.Float32DType)
+        # ndarray pickles BUILD a dtype instance whose class (numpy.dtypes.Float32DType)
         # the pickle never names; weights_only needs it allowlisted too.
         objects += [type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"]
     return objects
@@ -129,184 +233,3 @@ def _import(qualname: str) -> Any:
         except AttributeError:
             raise TorchwiseError(f"cannot import {qualname}, which the checkpoint needs") from None
     return obj
-
-
-def _load(source: Path, extra: list[Any]) -> Any:
-    import torch
-
-    container = read_container(source)
-    parts = [(c.path, c.format) for c in container.children] or [(source, container.format)]
-    loaded: dict[str, Any] = {}
-    for file, fmt in parts:
-        if fmt == "safetensors":
-            from safetensors.torch import load_file
-
-            part: Any = load_file(str(file))
-        else:
-            with torch.serialization.safe_globals(extra):
-                try:
-                    part = torch.load(file, map_location="cpu", weights_only=True)
-                except Exception as exc:
-                    raise TorchwiseError(
-                        f"{file}: torch.load(weights_only=True) failed: {_torch_reason(exc)}",
-                        hint="nothing was converted",
-                    ) from None
-        if not container.children:
-            return part
-        loaded.update(part)  # shards of one state dict
-    return loaded
-
-
-def _torch_reason(exc: Exception) -> str:
-    # torch's message is a page long; the line after "WeightsUnpickler error:" is the reason.
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for i, line in enumerate(lines):
-        if "WeightsUnpickler error" in line:
-            rest = line.split("WeightsUnpickler error:", 1)[1].strip()
-            return rest or (lines[i + 1] if i + 1 < len(lines) else line)
-    return lines[0] if lines else type(exc).__name__
-
-
-def _sections(value: Any, split: bool) -> dict[str, tuple[Any, dict[str, Any]]]:
-    """Output name -> (value, root-level non-tensor extras to record with it)."""
-    if not split:
-        return {"": (value, {})}
-    if not isinstance(value, dict):
-        raise TorchwiseError("--split needs a checkpoint whose top level is a dict")
-    with_tensors = {str(k): v for k, v in value.items() if _has_tensor(v)}
-    if not with_tensors:
-        raise TorchwiseError("the checkpoint holds no tensors")
-    root = {str(k): _plain(v) for k, v in value.items() if str(k) not in with_tensors}
-    return {k: (v, root) for k, v in with_tensors.items()}
-
-
-def _has_tensor(value: Any) -> bool:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, dict):
-        return any(_has_tensor(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_tensor(v) for v in value)
-    return False
-
-
-def _output_path(target: Path, section: str) -> Path:
-    if not section:
-        return target
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in section)
-    return target.with_name(f"{target.stem}-{safe}{target.suffix or '.safetensors'}")
-
-
-def _flatten(value: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    import numpy as np
-    import torch
-
-    tensors: dict[str, torch.Tensor] = {}
-    extras: dict[str, Any] = {}
-
-    def walk(obj: Any, key: str) -> None:
-        if isinstance(obj, torch.Tensor):
-            tensors[key] = obj.detach()
-        elif isinstance(obj, np.ndarray) and obj.dtype.kind in "biufc":
-            tensors[key] = torch.from_numpy(np.ascontiguousarray(obj))
-        elif isinstance(obj, dict):
-            if not obj:
-                extras[key] = {}
-            for k, v in obj.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-        elif isinstance(obj, (list, tuple)) and _has_tensor(obj):
-            for i, v in enumerate(obj):
-                walk(v, f"{key}.{i}" if key else str(i))
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type) and _has_tensor(vars(obj)):
-            # argparse.Namespace or a class the user allowed: its attributes, dotted.
-            walk(vars(obj), key)
-        else:
-            extras[key or "<root>"] = _plain(obj)
-
-    walk(value, prefix)
-    return tensors, extras
-
-
-def _plain(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _dedupe(tensors: dict[str, torch.Tensor], result: ConvertResult) -> dict[str, torch.Tensor]:
-    """One entry per storage view; safetensors cannot store aliasing or strided tensors."""
-    import torch
-
-    written: dict[str, torch.Tensor] = {}
-    views: dict[tuple[Any, ...], str] = {}
-    storages: dict[int, str] = {}
-    for key, tensor in tensors.items():
-        if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_meta:
-            raise TorchwiseError(
-                f"{key} is a {'quantized' if tensor.is_quantized else str(tensor.layout)} tensor",
-                hint="safetensors stores dense tensors only; dequantize or densify it first",
-            )
-        ptr = tensor.untyped_storage().data_ptr()
-        ident = (ptr, tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor.dtype)
-        if tensor.numel() > 0 and ident in views:
-            result.aliases[key] = views[ident]
-            continue
-        views[ident] = key
-        if tensor.numel() > 0 and ptr in storages:
-            result.copied_views.append(key)  # a different view of a storage already written
-            tensor = tensor.clone()
-        storages.setdefault(ptr, key)
-        if not tensor.is_contiguous():
-            result.made_contiguous.append(key)
-        written[key] = tensor.contiguous()
-    return written
-
-
-def _write(tensors: dict[str, torch.Tensor], out: Path, metadata: dict[str, str]) -> None:
-    from safetensors.torch import save_file
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    save_file(tensors, str(partial), metadata=metadata)
-    os.replace(partial, out)  # never leave a half-written file under the real name
-
-
-def _verify(expected: dict[str, torch.Tensor], out: Path) -> int:
-    import torch
-    from safetensors.torch import load_file
-
-    back = load_file(str(out))
-    aliases = json.loads(_metadata(out).get("torchwise.aliases", "{}"))
-    checked = 0
-    for key, tensor in expected.items():
-        stored = back.get(aliases.get(key, key))
-        ok = (
-            stored is not None
-            and stored.dtype == tensor.dtype
-            and stored.shape == tensor.shape
-            and torch.equal(_bytes(stored), _bytes(tensor))
-        )
-        if not ok:
-            out.unlink()
-            raise TorchwiseError(f"round trip failed for {key}; {out} was removed")
-        checked += 1
-    return checked
-
-
-def _bytes(tensor: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    # Compare bytes, not values: NaN != NaN, and -0.0 == 0.0, would mislead torch.equal.
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    return flat.view(torch.uint8) if flat.numel() else flat.to(torch.uint8)
-
-
-def _metadata(out: Path) -> dict[str, str]:
-    from safetensors import safe_open
-
-    with safe_open(str(out), framework="pt") as handle:
-        return dict(handle.metadata() or {})

@@ -1,25 +1,44 @@
-"""A fast pickle opcode decoder: ``pickletools.genops`` semantics, buffered reads.
+"""The bytes of one pickle, read the way the C unpickler reads them.
 
-``genops`` reads its input a byte at a time through the stream, which dominates
-the cost on a zip member (a 5,000-tensor state dict is ~200k opcodes). This
-decoder reads growing chunks (up to 256 KiB), decodes the binary opcodes with ``struct`` on the
-buffer, and hands the rare text opcodes of protocols 0-1 to ``pickletools``'
-own argument readers, so the values are exactly what ``genops`` yields. Byte
-strings longer than :data:`LARGE` are skipped, not kept: they are raw data (a
-NumPy array's buffer) and only their length matters for scanning.
+:class:`Source` hands the machine exactly what ``_Unpickler_Read`` and
+``_Unpickler_Readline`` would: ``n`` bytes or "pickle data was truncated", a
+line only when a ``\\n`` ends it. It reads the stream in growing chunks (a
+5,000-tensor state dict is about 200,000 opcodes; a byte at a time through the
+stream would dominate the cost), knows the stream offset of every byte for
+evidence, skips long byte strings without keeping them, and charges every byte
+to the per-pickle byte budget.
 """
 
 from __future__ import annotations
 
-import io
-import pickletools
+import codecs
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Protocol
 
-_CHUNK = 1 << 18
+from torchwise.ckpt.budgets import BudgetExceeded
+
+_U32 = struct.Struct("<I")
+#: byte strings longer than this are skipped, not kept (only their length matters)
 LARGE = 1 << 20
+_FIRST_CHUNK = 512
+_MAX_CHUNK = 1 << 20
+#: a text opcode's line longer than this is too large to vet
+_MAX_LINE = 16 << 20
+
+
+class ByteStream(Protocol):
+    """What the readers need of a file: a file, a zip member, a window on a tar member."""
+
+    def read(self, size: int = -1, /) -> bytes | None: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def tell(self) -> int: ...
+
+
+class Truncated(Exception):
+    """The stream ended inside an opcode: the C unpickler raises here."""
 
 
 @dataclass(frozen=True)
@@ -32,154 +51,141 @@ class SkippedBytes:
         return f"<{self.length} bytes>"
 
 
-_NONE, _FIXED, _COUNTED, _LINES = range(4)
-_FIXED_ARGS = {"uint1": "<B", "uint2": "<H", "int4": "<i", "uint4": "<I", "uint8": "<Q",
-               "float8": ">d"}  # fmt: skip
-_COUNTED_ARGS = {
-    "string1": ("<B", "latin1"), "string4": ("<i", "latin1"), "bytes1": ("<B", "bytes"),
-    "bytes4": ("<I", "bytes"), "bytes8": ("<Q", "bytes"), "bytearray8": ("<Q", "bytearray"),
-    "unicodestring1": ("<B", "utf8"), "unicodestring4": ("<I", "utf8"),
-    "unicodestring8": ("<Q", "utf8"), "long1": ("<B", "long"), "long4": ("<i", "long"),
-}  # fmt: skip
+@dataclass(frozen=True)
+class SkippedText:
+    """A text string too long to keep (validated as UTF-8 while skipping)."""
+
+    length: int
+    head: str
+
+    def __repr__(self) -> str:
+        return f"<{self.length}-byte string {self.head[:20]!r}...>"
 
 
-def _table() -> dict[int, tuple[str, int, struct.Struct | None, Any]]:
-    """opcode byte -> (name, argument kind, its struct, payload decoding or line count)."""
-    table: dict[int, tuple[str, int, struct.Struct | None, Any]] = {}
-    for op in pickletools.opcodes:
-        arg = op.arg
-        if arg is None:
-            entry: tuple[str, int, struct.Struct | None, Any] = (op.name, _NONE, None, None)
-        elif arg.name in _FIXED_ARGS:
-            entry = (op.name, _FIXED, struct.Struct(_FIXED_ARGS[arg.name]), None)
-        elif arg.name in _COUNTED_ARGS:
-            fmt, how = _COUNTED_ARGS[arg.name]
-            entry = (op.name, _COUNTED, struct.Struct(fmt), how)
-        else:  # newline-terminated text (protocols 0-1): GLOBAL and INST read two lines
-            entry = (op.name, _LINES, None, 2 if arg.name == "stringnl_noescape_pair" else 1)
-        table[ord(op.code)] = entry
-    return table
+class Source:
+    """One pickle's bytes from ``stream``, starting at stream offset ``start``."""
 
-
-_TABLE = _table()
-_READERS = {ord(op.code): op.arg.reader for op in pickletools.opcodes if op.arg is not None}
-
-
-class _Buffer:
-    def __init__(self, stream: IO[bytes], start: int) -> None:
+    def __init__(
+        self,
+        stream: ByteStream,
+        start: int,
+        max_bytes: int,
+        size: int | None = None,
+        seekable: bool = True,
+    ) -> None:
         self.stream = stream
-        self.data = bytearray()
-        self.base = start  # stream offset of data[0]
-        self.chunk = 512
+        self.start = start
+        self.base = start  # stream offset of buf[0]
+        self.buf = b""
+        self.pos = 0
+        self.chunk = _FIRST_CHUNK
+        self.max_bytes = max_bytes
+        #: where the stream ends, when known (frames and lengths are checked against it)
+        self.size = size
+        self.seekable = seekable
 
-    def fill(self, end: int) -> None:
-        """Make data[:end] available."""
-        while len(self.data) < end:
-            chunk = self.stream.read(min(max(self.chunk, end - len(self.data)), 1 << 26))
-            if not chunk:
-                raise ValueError("truncated pickle: it ends in the middle of an opcode")
-            self.data += chunk
-            # Start small (the legacy format's header pickles are a few bytes, and
-            # overshoot is re-read), grow geometrically for long pickles.
-            self.chunk = min(self.chunk * 2, _CHUNK)
+    @property
+    def offset(self) -> int:
+        """Stream offset of the next byte."""
+        return self.base + self.pos
 
-    def drop(self, pos: int) -> int:
-        """Forget data[:pos] (keeps memory flat on long pickles); returns the new pos."""
-        del self.data[:pos]
-        self.base += pos
-        return 0
+    def remaining(self) -> int | None:
+        return None if self.size is None else self.size - self.offset
 
-    def skip(self, pos: int, n: int) -> int:
-        """Consume n bytes from pos without keeping them; returns the new pos."""
-        have = len(self.data) - pos
+    def _ensure(self, n: int) -> None:
+        """Make ``n`` bytes available from ``pos``, or raise :class:`Truncated`."""
+        if self.offset + n - self.start > self.max_bytes:
+            raise BudgetExceeded("the pickle's size in bytes", self.max_bytes, self.offset)
+        parts = [self.buf[self.pos :]]
+        self.base += self.pos
+        self.pos = 0
+        have = len(parts[0])
+        while have < n:
+            data = self.stream.read(max(self.chunk, n - have)) or b""
+            if not data:
+                self.buf = b"".join(parts)
+                raise Truncated("pickle data was truncated")
+            parts.append(data)
+            have += len(data)
+            self.chunk = min(self.chunk * 2, _MAX_CHUNK)
+        self.buf = b"".join(parts)
+
+    def u8(self) -> int:
+        """One unsigned byte (the fast path is inline: this runs for most opcodes)."""
+        pos = self.pos
+        if pos < len(self.buf):
+            self.pos = pos + 1
+            return self.buf[pos]
+        return self.take(1)[0]
+
+    def u32(self) -> int:
+        """A little-endian unsigned 32-bit integer."""
+        pos = self.pos
+        end = pos + 4
+        if end <= len(self.buf):
+            self.pos = end
+            value: int = _U32.unpack_from(self.buf, pos)[0]
+            return value
+        value = _U32.unpack(self.take(4))[0]
+        return value
+
+    def take(self, n: int) -> bytes:
+        """Exactly ``n`` bytes."""
+        pos = self.pos
+        if len(self.buf) - pos < n:
+            self._ensure(n)
+            pos = self.pos
+        self.pos = pos + n
+        return self.buf[pos : pos + n]
+
+    def line(self) -> bytes:
+        """Bytes up to and including the next ``\\n`` (a line must end with one)."""
+        newline = self.buf.find(b"\n", self.pos)
+        while newline < 0:
+            have = len(self.buf) - self.pos
+            if have > _MAX_LINE:
+                raise BudgetExceeded("a text argument's length", _MAX_LINE, self.offset)
+            self._ensure(have + min(max(have, _FIRST_CHUNK), _MAX_CHUNK))
+            newline = self.buf.find(b"\n", self.pos + have)
+        start = self.pos
+        self.pos = newline + 1
+        return self.buf[start : newline + 1]
+
+    def skip(self, n: int) -> None:
+        """Consume ``n`` bytes without keeping them."""
+        have = len(self.buf) - self.pos
         if have >= n:
-            return pos + n
-        pos = self.drop(len(self.data))
-        left = n - have
-        while left:
-            chunk = self.stream.read(min(left, 1 << 24))
-            if not chunk:
-                raise ValueError("truncated pickle: it ends inside a byte string")
-            left -= len(chunk)
-            self.base += len(chunk)
-        return pos
-
-    def find_lines(self, pos: int, count: int) -> int:
-        """End offset (exclusive) of ``count`` newline-terminated lines from pos."""
-        end = pos
-        for _ in range(count):
-            while (nl := self.data.find(b"\n", end)) < 0:
-                before = len(self.data)
-                try:
-                    self.fill(before + 1)
-                except ValueError:
-                    raise ValueError("truncated pickle: no newline ends a text argument") from None
-            end = nl + 1
-        return end
-
-
-def decode(stream: IO[bytes], start: int, rewind: bool) -> Iterator[tuple[str, Any, int]]:
-    """Yield (opcode name, argument, stream offset) up to and including STOP.
-
-    Chunked reads overshoot STOP; with ``rewind`` the stream is sought back to just
-    after it, so stacked pickles (the legacy format) can be read one after another.
-    """
-    buf = _Buffer(stream, start)
-    data, pos = buf.data, 0
-    table, fill = _TABLE, buf.fill
-    while True:
-        if pos > LARGE:
-            pos = buf.drop(pos)
-        if pos >= len(data):
-            fill(pos + 1)
-        code = data[pos]
-        at = buf.base + pos
-        entry = table.get(code)
-        if entry is None:
-            raise ValueError(f"at position {at}, opcode {bytes([code])!r} unknown")
-        name, kind, st, extra = entry
-        pos += 1
-        arg: Any = None
-        if kind == _FIXED:
-            assert st is not None
-            if len(data) < pos + st.size:
-                fill(pos + st.size)
-            arg = st.unpack_from(data, pos)[0]
-            pos += st.size
-        elif kind == _COUNTED:
-            assert st is not None
-            if len(data) < pos + st.size:
-                fill(pos + st.size)
-            n = st.unpack_from(data, pos)[0]
-            pos += st.size
-            if n < 0:
-                raise ValueError(f"at position {at}, negative length {n}")
-            if n > LARGE and extra in ("bytes", "bytearray"):
-                arg, pos = SkippedBytes(n), buf.skip(pos, n)
-            else:
-                if len(data) < pos + n:
-                    fill(pos + n)
-                arg = _payload(bytes(data[pos : pos + n]), extra)
-                pos += n
-        elif kind == _LINES:  # exactly what pickletools decodes the text to
-            end = buf.find_lines(pos, extra)
-            arg = _READERS[code](io.BytesIO(bytes(data[pos:end])))
-            pos = end
-        if name == "STOP":
-            if rewind:  # before the yield: the consumer stops iterating at STOP
-                stream.seek(buf.base + pos)
-            yield name, arg, at
+            self.pos += n
             return
-        yield name, arg, at
+        if self.offset + n - self.start > self.max_bytes:
+            raise BudgetExceeded("the pickle's size in bytes", self.max_bytes, self.offset)
+        left = n - have
+        end_of_buffer = self.base + len(self.buf)
+        self.base, self.buf, self.pos = end_of_buffer, b"", 0
+        if self.seekable and self.size is not None:
+            if end_of_buffer + left > self.size:
+                raise Truncated("pickle data was truncated")
+            self.stream.seek(end_of_buffer + left)
+        else:
+            while left:
+                data = self.stream.read(min(left, _MAX_CHUNK)) or b""
+                if not data:
+                    raise Truncated("pickle data was truncated")
+                left -= len(data)
+        self.base = end_of_buffer + (n - have)
 
+    def skip_text(self, n: int) -> SkippedText:
+        """Skip ``n`` bytes of UTF-8 (surrogates allowed, as BINUNICODE decodes)."""
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+        head = ""
+        left = n
+        while left:
+            piece = self.take(min(left, _MAX_CHUNK))
+            left -= len(piece)
+            text = decoder.decode(piece, final=not left)  # raises UnicodeDecodeError
+            head = head or text[:40]
+        return SkippedText(n, head)
 
-def _payload(raw: bytes, how: str) -> Any:
-    if how == "utf8":
-        return raw.decode("utf-8", "surrogatepass")
-    if how == "latin1":
-        return raw.decode("latin-1")
-    if how == "long":
-        return int.from_bytes(raw, "little", signed=True)
-    if how == "bytearray":
-        return bytearray(raw)
-    return raw
+    def rewind(self) -> None:
+        """Seek the stream back to just after the last byte consumed (stacked pickles)."""
+        self.stream.seek(self.offset)

@@ -1,14 +1,20 @@
 """The allowlist: which globals a checkpoint pickle may reference.
 
-Mirrors ``torch._weights_only_unpickler._get_allowed_globals`` (torch 2.13) as
-static data, so scanning never imports torch. Anything not listed is unsafe; the
-denylist below only chooses the wording ("known dangerous" plus why), it never
-makes something safe.
+The allowlist is ``weights_only``'s: ``torch._weights_only_unpickler._get_allowed_globals``
+(torch 2.13) as static data, so scanning never imports torch, plus four inert
+builtins (:data:`INERT`) that Python's own pickler writes for plain data. Names
+are judged as the unpickler imports them: Python 2 names (``__builtin__``,
+``copy_reg``) are mapped for protocols < 3, exactly as ``Unpickler(fix_imports=True)``
+maps them, and not otherwise. Anything not listed is unsafe; the denylist below
+only chooses the wording ("known dangerous" plus why), it never makes something
+safe. Known-benign non-tensor objects (NumPy arrays, ``argparse.Namespace``) are
+warnings: exit 0, but weights_only loading needs them allowlisted.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -29,6 +35,8 @@ def _words(text: str) -> list[str]:
 class Classification:
     verdict: Verdict
     reason: str
+    #: said about a safe global that torch.load(weights_only=True) still refuses
+    note: str | None = None
 
 
 _DTYPES = _words(
@@ -37,10 +45,12 @@ _DTYPES = _words(
     "float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 bits8 bits16 bits1x8 "
     "bits2x4 bits4x2 int1 int2 int3 int4 int5 int6 int7 uint1 uint2 uint3 uint4 uint5 uint6 uint7"
 )
-_STORAGE_PREFIXES = _words(
-    "Float Double Half BFloat16 Long Int Short Char Byte Bool ComplexFloat ComplexDouble"
+_TYPES = _words(
+    "BFloat16 Bool Byte Char ComplexDouble ComplexFloat Double Float Half Int Long Short"
 )
-_QSTORAGES = _words("QInt8 QUInt8 QInt32 QUInt4x2 QUInt2x4")
+_NO_COMPLEX = [t for t in _TYPES if not t.startswith("Complex")]
+_NO_COMPLEX_BOOL = [t for t in _NO_COMPLEX if t != "Bool"]
+_QSTORAGES = _words("QInt32 QInt8 QUInt2x4 QUInt4x2 QUInt8")
 _REBUILD = _words(
     "_rebuild_tensor _rebuild_tensor_v2 _rebuild_tensor_v3 _rebuild_parameter "
     "_rebuild_parameter_with_state _rebuild_qtensor _rebuild_sparse_tensor "
@@ -53,7 +63,12 @@ _QSCHEMES = _words(
 )
 
 
-def _safe_names() -> frozenset[str]:
+def _weights_only_names() -> frozenset[str]:
+    """``torch._weights_only_unpickler._get_allowed_globals()`` of torch 2.13, as data.
+
+    A test compares it with the installed torch's, so an upgrade that changes the
+    allowlist fails loudly instead of drifting.
+    """
     names = {
         "collections.OrderedDict",
         "collections.Counter",
@@ -68,28 +83,38 @@ def _safe_names() -> frozenset[str]:
         "builtins.complex",
         "torch.storage.TypedStorage",
         "torch.storage.UntypedStorage",
-        "torch.UntypedStorage",
         "torch._tensor._rebuild_from_type_v2",
-        # Plain-data constructors a protocol 0-3 pickle uses; calling them runs nothing.
-        "builtins.frozenset",
-        "builtins.slice",
-        "builtins.range",
-        "builtins.object",
-        "copyreg._reconstructor",
     }
-    names.update(f"builtins.{t}" for t in _words("dict list tuple str bytes int float bool"))
     names.update(f"torch.{d}" for d in _DTYPES)
     names.update(f"torch.{q}" for q in _QSCHEMES)
     names.update(f"torch._utils.{f}" for f in _REBUILD)
-    for prefix in _STORAGE_PREFIXES:
-        names.update({f"torch.{prefix}Storage", f"torch.cuda.{prefix}Storage"})
-        names.update({f"torch.{prefix}Tensor", f"torch.cuda.{prefix}Tensor"})
-        names.update({f"torch.sparse.{prefix}Tensor", f"torch.cuda.sparse.{prefix}Tensor"})
+    names.update(f"torch.{t}Storage" for t in _TYPES)
     names.update(f"torch.{q}Storage" for q in _QSTORAGES)
+    names.update(f"torch.cuda.{t}Storage" for t in _TYPES)
+    names.update(f"torch.{t}Tensor" for t in _NO_COMPLEX)
+    names.update(f"torch.cuda.{t}Tensor" for t in _NO_COMPLEX)
+    names.update(f"torch.sparse.{t}Tensor" for t in _NO_COMPLEX_BOOL)
+    names.update(f"torch.cuda.sparse.{t}Tensor" for t in _NO_COMPLEX_BOOL)
     return frozenset(names)
 
 
-SAFE: frozenset[str] = _safe_names()
+#: exactly what torch.load(weights_only=True) admits by default
+WEIGHTS_ONLY: frozenset[str] = _weights_only_names()
+
+_REFUSED = (
+    "torch.load(weights_only=True) refuses it unless you allowlist it with "
+    "torch.serialization.add_safe_globals"
+)
+#: builtins that only build plain data from plain arguments and run no code of their own.
+#: Python's pickler writes them for frozensets, ranges, slices and empty bytes; weights_only
+#: loading refuses them, the scan does not (and says so).
+INERT: dict[str, str] = {
+    "builtins.frozenset": "a frozenset",
+    "builtins.range": "a range",
+    "builtins.slice": "a slice",
+    "builtins.bytes": "a bytes value (protocols < 3 write empty bytes this way)",
+}
+SAFE: frozenset[str] = WEIGHTS_ONLY | frozenset(INERT)
 
 _NUMPY = "NumPy value: not a tensor; torch.load(weights_only=True) rejects it unless allowlisted"
 _PATH = "a filesystem path object: inert data, but not a tensor"
@@ -127,6 +152,9 @@ WARNING: dict[str, str] = {
     "fractions.Fraction": "a Fraction: inert data",
     "uuid.UUID": "a UUID: inert data",
     "typing.Any": _CONFIG,
+    "copyreg._reconstructor": "protocol 0-1 construction of the class beside it (judged on "
+    "its own)",
+    "builtins.object": "the base class argument of copyreg._reconstructor",
     **{
         f"omegaconf.{k}": _CONFIG
         for k in _words(
@@ -211,10 +239,13 @@ _DANGEROUS_ATTRS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def classify(qualname: str) -> Classification:
     """Classify ``module.name`` (after Python 2 import fixing)."""
-    if qualname in SAFE:
+    if qualname in WEIGHTS_ONLY:
         return Classification(Verdict.SAFE, "tensor rebuilding or plain data")
+    if qualname in INERT:
+        return Classification(Verdict.SAFE, INERT[qualname], f"{qualname}: {_REFUSED}")
     if qualname in WARNING:
         return Classification(Verdict.WARNING, WARNING[qualname])
     if qualname in DANGEROUS_NAMES:

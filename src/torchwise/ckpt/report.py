@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchwise.sarif import REPOSITORY, sarif_log
+from torchwise.units import nbytes
 
 if TYPE_CHECKING:
     from torchwise.ckpt.contents import InspectResult
+    from torchwise.ckpt.convert import ConvertResult
     from torchwise.ckpt.scan import FileScan, ScanReport
 
 #: SARIF rule id -> (name, default level, short description)
@@ -16,25 +19,21 @@ SARIF_RULES: dict[str, tuple[str, str, str]] = {
     "TWC001": ("dangerous-global", "error", "The pickle calls a known-dangerous function."),
     "TWC002": ("unsafe-global", "error", "The pickle imports a global outside the allowlist."),
     "TWC003": ("non-tensor-object", "warning", "A known-benign object that is not a tensor."),
-    "TWC004": ("malformed-pickle", "error", "An opcode sequence no benign pickler emits."),
-    "TWC005": ("torchscript-code", "warning", "A TorchScript archive carries code to run."),
-    "TWC006": ("unreadable-checkpoint", "error", "The file is corrupt, truncated or unknown."),
+    "TWC004": ("malformed-pickle", "error", "An opcode sequence the scan cannot vet."),
+    "TWC005": ("torchscript-code", "error", "A TorchScript archive: torch.load runs its code."),
+    "TWC006": ("unreadable-checkpoint", "error", "torch.load would fail on the file."),
+    "TWC007": ("archive-confusion", "error", "A zip/tar/frame construction readers disagree on."),
+    "TWC008": ("too-large-to-vet", "error", "A limit was reached before the file was vetted."),
+    "TWC009": ("native-code", "error", "A compiled library a loader would run."),
+    "TWC010": ("archive-checksum", "warning", "A checksum torch ignores and zipfile refuses."),
 }
 _RULE_IDS = {name: rule_id for rule_id, (name, _, _) in SARIF_RULES.items()}
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
     lines = [
         f"{result.path}: {result.format}, {result.kind}",
-        f"{human_bytes(result.bytes_read)} read from {human_bytes(result.file_size)} "
+        f"{nbytes(result.bytes_read)} read from {nbytes(result.file_size)} "
         "(pickles, zip directory and headers only; nothing was executed)",
         "",
     ]
@@ -48,7 +47,9 @@ def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
                 notes.append(t.kind)
             if not t.contiguous:
                 notes.append("non-contiguous")
-            if t.aliases:
+            if t.alias_of:
+                notes.append(f"same tensor as {t.alias_of} (its storage)")
+            elif t.aliases:
                 notes.append(f"same tensor as {', '.join(t.aliases)}")
             if t.shares_storage_with:
                 notes.append(f"shares storage with {', '.join(t.shares_storage_with[:3])}")
@@ -62,7 +63,7 @@ def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
     lines.append(
         f"tensors {len(result.tensors)} · parameters {result.parameters:,} · "
         f"buffers {result.buffers:,} · optimizer state {result.optimizer_elements:,} elements · "
-        f"storage {human_bytes(result.tensor_bytes)}"
+        f"storage {nbytes(result.tensor_bytes)}"
     )
     for opt in result.optimizers:
         groups = "; ".join(
@@ -105,24 +106,60 @@ def _outline(node: Any, indent: str = "  ", depth: int = 0) -> list[str]:
     return out
 
 
-def scan_text(report: ScanReport) -> str:
+_VERDICT_STYLE = {"safe": "ok", "warning": "warning", "unsafe": "fail", "error": "error"}
+
+
+def scan_text(report: ScanReport, paint: Callable[[str, str], str] | None = None) -> str:
+    """The human report; ``paint(text, style)`` colours verdicts (see torchwise.console)."""
+    colour = paint or (lambda text, style: text)
     lines: list[str] = []
     for f in report.files:
-        lines.append(f"{f.path}: {f.verdict.upper()} ({f.format})")
+        verdict = colour(f.verdict.upper(), _VERDICT_STYLE[f.verdict])
+        lines.append(f"{f.path}: {verdict} ({f.format})")
         if f.error:
             lines.append(f"  error: {f.error}")
         for finding in f.findings:
             what = finding.global_name or finding.rule
-            where = f"{finding.member} @ opcode offset {finding.offset}"
-            lines.append(f"  {finding.severity:<9} {what}  [{where}]")
+            where = f"{finding.member} @ byte {finding.offset}"
+            lines.append(f"  {colour(f'{finding.severity:<9}', _severity_style(finding.severity))} "
+                         f"{what}  [{where}]")  # fmt: skip
             lines.append(f"            {finding.reason}")
             if finding.call:
                 lines.append(f"            would call: {finding.call}")
+        lines += [f"  note: {note}" for note in f.notes]
     counts = {
         v: sum(1 for f in report.files if f.verdict == v)
         for v in ("safe", "warning", "unsafe", "error")
     }
     lines.append(", ".join(f"{n} {v}" for v, n in counts.items() if n) + " file(s)")
+    return "\n".join(lines)
+
+
+def _severity_style(severity: str) -> str:
+    return "warning" if severity == "warning" else "fail"
+
+
+def convert_text(result: ConvertResult) -> str:
+    lines = [f"wrote {', '.join(result.outputs)}"]
+    lines.append(
+        f"{result.tensors} tensors written, {result.verified} read back identical "
+        f"(dtype, shape, every byte); {nbytes(result.bytes_written)}"
+        + ("; tensors streamed one at a time" if result.streamed else "")
+    )
+    if result.aliases:
+        pairs = ", ".join(f"{a} -> {c}" for a, c in list(result.aliases.items())[:5])
+        lines.append(f"{len(result.aliases)} aliases stored once, recorded in metadata: {pairs}")
+    if result.made_contiguous:
+        lines.append(f"made contiguous: {', '.join(result.made_contiguous[:8])}")
+    if result.copied_views:
+        lines.append(f"overlapping views written as copies: {', '.join(result.copied_views[:8])}")
+    if result.split:
+        lines.append(f"stored as parts (--split): {', '.join(result.split)}")
+    if result.extras:
+        lines.append(f"non-tensor values kept as typed JSON: {', '.join(result.extras[:8])}")
+    if result.dropped:
+        lines.append(f"left out (--drop-non-tensor): {', '.join(result.dropped)}")
+    lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
@@ -132,13 +169,11 @@ def scan_sarif(report: ScanReport) -> dict[str, Any]:
         if f.error and f.verdict == "error":
             results.append(_sarif_result("TWC006", f, f.error, None))
         for finding in f.findings:
-            rule_id = _RULE_IDS[
-                "dangerous-global" if finding.rule == "dangerous-global" else finding.rule
-            ]
+            rule_id = _RULE_IDS[finding.rule]
             text = f"{finding.global_name or finding.rule}: {finding.reason}"
             if finding.call:
                 text += f"; would call {finding.call}"
-            text += f" (pickle {finding.member}, opcode offset {finding.offset})"
+            text += f" ({finding.member}, byte {finding.offset})"
             results.append(_sarif_result(rule_id, f, text, finding))
     rules = [
         {

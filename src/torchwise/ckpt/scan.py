@@ -1,36 +1,59 @@
 """``torchwise ckpt scan``: is this checkpoint safe to load? An allowlist, with evidence.
 
-Every global that any pickle in the file references (every pickle of a zip,
-nested archives, all five legacy pickles, stacked pickles) is classified by
-:mod:`torchwise.ckpt.policy`. Each finding carries the global, the pickle
-member, the opcode offset and, when the arguments are literals, the call the
-unpickler would make.
+The file is read along torch.load's own route (:mod:`torchwise.ckpt.reader`)
+and every pickle in it, loaded by torch or merely present, is judged:
+
+- every global it imports, by :mod:`torchwise.ckpt.policy` (weights_only's allowlist);
+- every anomaly the machine recorded (a computed import, BUILD on a class, ...);
+- every structural trick of the container (zip member confusion, tar links, frames);
+- every budget it exhausted: **too large to vet** is unsafe, because torch would
+  have gone on unpickling what the scan did not see.
+
+Verdicts: ``unsafe`` (exit 1) whenever any of that is found, even in a file torch
+would then fail on; ``error`` (exit 2) when nothing unsafe was found and torch.load
+fails on the file (corrupt, truncated, not a checkpoint); ``warning`` for
+known-benign non-tensor objects; ``safe`` otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchwise.ckpt.pickle_vm import Anomaly, Call, Global, PersistentRef, PickleResult
+from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
+from torchwise.ckpt.container import Container, PickleMember
+from torchwise.ckpt.evidence import caller_index, numpy_object_scalars, render
 from torchwise.ckpt.policy import Verdict, classify
-from torchwise.ckpt.reader import Container, read_container
+from torchwise.ckpt.reader import read_container
 from torchwise.errors import ExitCode, TorchwiseError
 
 #: suffixes a directory scan picks up
 CHECKPOINT_SUFFIXES = frozenset(
-    {".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".safetensors", ".tar", ".model", ".pyt"}
-)
+    {".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".safetensors", ".tar", ".model",
+     ".pyt", ".pt2", ".joblib", ".pte"}
+)  # fmt: skip
 _MAX_PER_GLOBAL = 5
+_TRICK_RULES = {
+    "too-large": "too-large-to-vet",
+    "torchscript": "torchscript-code",
+    "native-code": "native-code",
+    "bad-checksum": "archive-checksum",
+}
+_SEVERITY_RULE = {
+    Verdict.WARNING: ("warning", "non-tensor-object"),
+    Verdict.UNSAFE: ("unsafe", "unsafe-global"),
+    Verdict.DANGEROUS: ("dangerous", "dangerous-global"),
+}
 
 
 @dataclass
 class Finding:
     #: dangerous, unsafe or warning
     severity: str
-    #: dangerous-global, unsafe-global, non-tensor-object, malformed-pickle, torchscript-code
+    #: dangerous-global, unsafe-global, non-tensor-object, malformed-pickle, torchscript-code,
+    #: archive-confusion, too-large-to-vet, native-code
     rule: str
     global_name: str | None
     reason: str
@@ -51,6 +74,7 @@ class FileScan:
     globals: dict[str, int] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,43 +94,62 @@ class ScanReport:
         return {"files": [asdict(f) for f in self.files], "exit_code": int(self.exit_code)}
 
 
-def scan(paths: str | Path | Sequence[str | Path], allow: Iterable[str] = ()) -> ScanReport:
-    """Scan files or directories; ``allow`` names globals (``module.Name``) to accept."""
+def scan(
+    paths: str | Path | Sequence[str | Path],
+    allow: Iterable[str] = (),
+    budgets: Budgets = DEFAULT_BUDGETS,
+    progress: Callable[[Path], None] | None = None,
+) -> ScanReport:
+    """Scan files or directories; ``allow`` names globals (``module.Name``) to accept.
+
+    ``progress`` is called with each file before it is scanned (for a progress bar).
+    """
     targets = [paths] if isinstance(paths, (str, Path)) else list(paths)
     allowed = frozenset(allow)
     files: list[FileScan] = []
-    for target in targets:
-        for path in _expand(Path(target)):
-            files.append(scan_file(path, allowed))
+    for path in expand(targets):
+        if progress is not None:
+            progress(path)
+        files.append(scan_file(path, allowed, budgets))
     return ScanReport(files)
 
 
-def _expand(path: Path) -> list[Path]:
-    if not path.is_dir():
-        return [path]
-    found = sorted(
-        p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in CHECKPOINT_SUFFIXES
-    )
-    if not found:
-        raise TorchwiseError(
-            f"{path}: no checkpoint files (*{', *'.join(sorted(CHECKPOINT_SUFFIXES))})",
-            hint="pass the file itself if it has another extension",
+def expand(targets: Sequence[str | Path]) -> list[Path]:
+    """Files to scan: each target itself, or the checkpoint files under a directory."""
+    found: list[Path] = []
+    for target in map(Path, targets):
+        if not target.exists():
+            raise TorchwiseError(f"{target}: no such file or directory")
+        if not target.is_dir() or any(target.glob("*.index.json")):
+            found.append(target)
+            continue
+        inside = sorted(
+            p for p in target.rglob("*") if p.is_file() and p.suffix.lower() in CHECKPOINT_SUFFIXES
         )
+        if not inside:
+            raise TorchwiseError(
+                f"{target}: no checkpoint files (*{', *'.join(sorted(CHECKPOINT_SUFFIXES))})",
+                hint="pass the file itself if it has another extension",
+            )
+        found += inside
     return found
 
 
-def scan_file(path: Path, allowed: frozenset[str] = frozenset()) -> FileScan:
+def scan_file(
+    path: Path, allowed: frozenset[str] = frozenset(), budgets: Budgets = DEFAULT_BUDGETS
+) -> FileScan:
     try:
-        container = read_container(path)
+        container = read_container(path, budgets, probe_storages=True)
     except TorchwiseError as exc:
         return FileScan(str(path), "unknown", "error", error=exc.message)
     except OSError as exc:
-        return FileScan(str(path), "unknown", "error", error=f"cannot read {path}: {exc}")
+        return FileScan(str(path), "unknown", "error", error=f"cannot read it ({exc.strerror})")
     result = FileScan(str(path), container.format, "safe")
-    _judge_container(container, result, allowed)
+    for part in [container, *container.children]:
+        _judge_container(part, result, allowed)
     severities = {f.severity for f in result.findings}
     if severities & {"dangerous", "unsafe"}:
-        result.verdict = "unsafe"  # even when the file is also broken: the payload runs first
+        result.verdict = "unsafe"  # even when torch would then fail: the payload runs first
     elif result.error is not None:
         result.verdict = "error"
     elif "warning" in severities:
@@ -114,51 +157,36 @@ def scan_file(path: Path, allowed: frozenset[str] = frozenset()) -> FileScan:
     return result
 
 
-def _judge_container(container: Container, result: FileScan, allowed: frozenset[str]) -> None:
-    for member in container.pickles:
-        result.members.append(member.name)
-        _judge_pickle(member.result, member.name, result, allowed)
-    for failure in container.errors:
-        result.members.append(failure.name)
-        _judge_pickle(failure.error.partial, failure.name, result, allowed)
-        result.error = result.error or f"{failure.name}: {failure.error}"
-    if container.problems and result.error is None:
-        result.error = container.problems[0]
-    if container.format == "torchscript":
-        result.findings.append(
-            Finding(
-                "warning",
-                "torchscript-code",
-                None,
-                "TorchScript archive: torch.jit.load compiles and runs the code/ it contains",
-                str(container.path),
-                0,
-            )
+def _judge_container(container: Container, out: FileScan, allowed: frozenset[str]) -> None:
+    for trick in container.tricks:
+        rule = _TRICK_RULES.get(trick.kind, "archive-confusion")
+        out.findings.append(
+            Finding(trick.severity, rule, None, trick.message, trick.where, trick.offset)
         )
-    for child in container.children:
-        _judge_container(child, result, allowed)
+    for member in container.pickles:
+        out.members.append(member.name)
+        _judge_pickle(member, out, allowed)
+    if container.failure and out.error is None:
+        out.error = container.failure
+    out.notes += [n for n in container.notes if n not in out.notes]
 
 
-def _judge_pickle(
-    pickle: PickleResult, member: str, out: FileScan, allowed: frozenset[str]
-) -> None:
-    callers = _caller_index(pickle.calls)
+def _judge_pickle(member: PickleMember, out: FileScan, allowed: frozenset[str]) -> None:
+    pickle = member.result
+    callers = caller_index(pickle.calls)
     per_global: dict[str, int] = {}
     for glob in pickle.globals:
         name = glob.qualname
         out.globals[name] = out.globals.get(name, 0) + 1
-        raw = f"{glob.module}.{glob.name}"
-        verdict = max(classify(name), classify(raw), key=lambda c: c.verdict)
+        verdict = classify(name)
+        if verdict.note and verdict.note not in out.notes:
+            out.notes.append(verdict.note)
         if verdict.verdict is Verdict.SAFE or name in allowed:
             continue
         per_global[name] = per_global.get(name, 0) + 1
         if per_global[name] > _MAX_PER_GLOBAL:
             continue
-        severity, rule = {
-            Verdict.WARNING: ("warning", "non-tensor-object"),
-            Verdict.UNSAFE: ("unsafe", "unsafe-global"),
-            Verdict.DANGEROUS: ("dangerous", "dangerous-global"),
-        }[verdict.verdict]
+        severity, rule = _SEVERITY_RULE[verdict.verdict]
         call = callers.get(id(glob))
         out.findings.append(
             Finding(
@@ -166,72 +194,61 @@ def _judge_pickle(
                 rule,
                 name,
                 verdict.reason,
-                member,
+                member.name,
                 glob.offset,
                 render(call) if call is not None else None,
             )
         )
     for anomaly in pickle.anomalies:
-        out.findings.append(_anomaly(anomaly, member))
-
-
-def _anomaly(anomaly: Anomaly, member: str) -> Finding:
-    return Finding(
-        "unsafe",
-        "malformed-pickle",
-        None,
-        f"{anomaly.message}: no pickler emits this",
-        member,
-        anomaly.offset,
-    )
-
-
-def _caller_index(calls: list[Call]) -> dict[int, Call]:
-    """id(global) -> the outermost call built on it (``getattr(os, 'system')('ls')``)."""
-    by_func = {id(c.func): c for c in reversed(calls)}
-    index: dict[int, Call] = {}
-    for call in calls:
-        if isinstance(call.func, Global) and id(call.func) not in index:
-            outer = call
-            while id(outer) in by_func:
-                outer = by_func[id(outer)]
-            index[id(call.func)] = outer
-    # Globals used only as arguments (getattr(__import__('os'), ...)): the call holding them.
-    for call in calls:
-        for arg in call.args if isinstance(call.args, tuple) else ():
-            if isinstance(arg, Global) and id(arg) not in index:
-                index[id(arg)] = call
-    return index
-
-
-def render(obj: Any, depth: int = 0) -> str:
-    """A short, literal rendering of a symbolic value, for evidence."""
-    if depth > 4:
-        return "..."
-    if isinstance(obj, Global):
-        return obj.qualname
-    if isinstance(obj, Call):
-        args = obj.args if isinstance(obj.args, (tuple, list)) else (obj.args,)
-        inner = ", ".join(render(a, depth + 1) for a in args[:6])
-        text = f"{render(obj.func, depth + 1)}({inner}{', ...' if len(args) > 6 else ''})"
-        return text if len(text) < 400 else text[:397] + "..."
-    if isinstance(obj, (str, bytes)):
-        text = repr(obj)
-        return text if len(text) < 200 else text[:197] + "..."
-    if isinstance(obj, tuple):
-        items = ", ".join(render(a, depth + 1) for a in obj[:6])
-        return f"({items}{',' if len(obj) == 1 else ''})"
-    if isinstance(obj, list):
-        return f"[{', '.join(render(a, depth + 1) for a in obj[:6])}]"
-    if isinstance(obj, dict):
-        pairs = list(obj.items())[:6]
-        return (
-            "{"
-            + ", ".join(f"{render(k, depth + 1)}: {render(v, depth + 1)}" for k, v in pairs)
-            + "}"
+        out.findings.append(
+            Finding(
+                "unsafe",
+                "malformed-pickle",
+                None,
+                f"{anomaly.message}: no pickler emits this, and the scan cannot vet it",
+                member.name,
+                anomaly.offset,
+            )
         )
-    if isinstance(obj, PersistentRef):
-        return "<persistent id>"
-    if obj is None or isinstance(obj, (int, float, bool)):
-        return repr(obj)
-    return f"<{type(obj).__name__}>"
+    for call in numpy_object_scalars(pickle.calls):
+        out.findings.append(
+            Finding(
+                "unsafe",
+                "malformed-pickle",
+                "numpy.core.multiarray.scalar",
+                "a NumPy scalar of object dtype: older NumPy reads a raw object pointer from "
+                "the pickle's bytes",
+                member.name,
+                call.offset,
+                render(call),
+            )
+        )
+    _judge_stops(member, out)
+
+
+def _judge_stops(member: PickleMember, out: FileScan) -> None:
+    pickle = member.result
+    stop = pickle.stop
+    if stop is not None and stop.kind == "budget":
+        out.findings.append(
+            Finding(
+                "unsafe",
+                "too-large-to-vet",
+                None,
+                f"{stop.message}; torch would go on unpickling what the scan did not see "
+                "(raise the limit with the --max-* flags to vet it)",
+                member.name,
+                stop.offset,
+            )
+        )
+        return
+    if not member.loaded or out.error is not None:
+        return
+    if stop is not None:
+        out.error = f"{member.name}: {stop.message} at byte {stop.offset} (torch.load fails there)"
+    elif pickle.torch_stop is not None:
+        torch_stop = pickle.torch_stop
+        out.error = (
+            f"{member.name}: {torch_stop.message} at byte {torch_stop.offset} "
+            "(torch.load fails there)"
+        )

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from torchwise.ckpt.pickle_vm import Call, Global, PersistentRef
+from torchwise.ckpt.values import Call, Global, PersistentRef
 
-_STORAGE_DTYPES = {
+STORAGE_DTYPES = {
     "FloatStorage": "float32",
     "DoubleStorage": "float64",
     "HalfStorage": "float16",
@@ -130,7 +130,7 @@ def storage_element_size(storage_type: Any, dtype: str | None) -> int:
     if dtype is not None:
         return ELEMENT_SIZE.get(dtype, 1)
     name = storage_type.name if isinstance(storage_type, Global) else str(storage_type)
-    return ELEMENT_SIZE.get(_STORAGE_DTYPES.get(name, "uint8"), 1)
+    return ELEMENT_SIZE.get(STORAGE_DTYPES.get(name, "uint8"), 1)
 
 
 def _dtype_of(value: Any) -> str | None:
@@ -154,7 +154,7 @@ def _storage(ref: Any, dtype: str | None) -> tuple[str | None, str, int | None, 
         return None, dtype or "unknown", None, "cpu"
     storage_type, key, location, numel = pid[1], str(pid[2]), str(pid[3]), pid[4]
     name = storage_type.name if isinstance(storage_type, Global) else ""
-    storage_dtype = _STORAGE_DTYPES.get(name, "uint8")
+    storage_dtype = STORAGE_DTYPES.get(name, "uint8")
     # UntypedStorage persistent ids count bytes; typed ones count elements.
     nbytes = int(numel) * ELEMENT_SIZE.get(storage_dtype, 1) if isinstance(numel, int) else None
     if dtype is None:
@@ -168,6 +168,13 @@ def as_tensor(obj: Any) -> TensorRecord | None:
         return None
     func, args = obj.func.qualname, obj.args if isinstance(obj.args, tuple) else ()
     module, _, name = func.rpartition(".")
+    if name.endswith("Tensor") and module in ("torch", "torch.cuda") and obj.state is not None:
+        return _legacy_tensor(obj, name, module)
+    if func == "torch.nn.parameter.Parameter" and args:
+        inner = as_tensor(args[0])
+        if inner is not None:
+            inner.kind = "parameter"
+        return inner
     if module == "numpy.core.multiarray" or module == "numpy._core.multiarray":
         return _ndarray(obj) if name == "_reconstruct" else None
     if module not in _TORCH_PARSERS or len(args) < 1:
@@ -225,6 +232,21 @@ def as_tensor(obj: Any) -> TensorRecord | None:
     return None
 
 
+def _legacy_tensor(obj: Call, name: str, module: str) -> TensorRecord | None:
+    """torch < 0.4: ``torch.FloatTensor()`` then BUILD (storage, offset, size, stride)."""
+    state = obj.state
+    if not (isinstance(state, tuple) and len(state) >= 4):
+        return None
+    shape, stride = _ints(state[2]), _ints(state[3])
+    if shape is None:
+        return None
+    dtype = STORAGE_DTYPES.get(name.replace("Tensor", "Storage"), "unknown")
+    key, _, nbytes, location = _storage(state[0], dtype)
+    device = location if module == "torch" else location or "cuda"
+    offset = state[1] if isinstance(state[1], int) else 0
+    return TensorRecord(dtype, shape, stride, key, offset, nbytes, device)
+
+
 _NUMPY_DTYPES = {
     "f8": "float64",
     "f4": "float32",
@@ -255,3 +277,55 @@ def _ndarray(obj: Call) -> TensorRecord | None:
         return None
     dtype = _NUMPY_DTYPES.get(str(code).lstrip("<>|="), f"numpy:{code}")
     return TensorRecord(dtype, shape, None, None, kind="ndarray")
+
+
+# --- tensors described outside a pickle --------------------------------------------------
+
+#: torch._export.serde.schema.ScalarType -> dtype name
+_PT2_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16",
+               7: "float32", 8: "float64", 9: "complex32", 10: "complex64", 11: "complex128",
+               12: "bool", 13: "bfloat16", 28: "uint16", 29: "float8_e4m3fn",
+               30: "float8_e5m2", 31: "float8_e4m3fnuz", 32: "float8_e5m2fnuz",
+               33: "float8_e8m0fnu", 34: "uint32", 35: "uint64"}  # fmt: skip
+
+
+def _as_ints(items: Any) -> tuple[int, ...] | None:
+    """A .pt2 symbolic int list: [{"as_int": 3}, ...]."""
+    if not isinstance(items, list):
+        return None
+    out = []
+    for item in items:
+        if not (isinstance(item, dict) and isinstance(item.get("as_int"), int)):
+            return None
+        out.append(item["as_int"])
+    return tuple(out)
+
+
+def pt2_tensors(described: dict[str, Any]) -> list[tuple[str, TensorRecord]]:
+    """Weights and constants a .pt2 lists in its ``*_config.json`` records."""
+    found = []
+    for key, entry in described.items():
+        section, _, name = key.partition(":")
+        meta = entry.get("tensor_meta") if isinstance(entry, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        shape = _as_ints(meta.get("sizes"))
+        if shape is None:
+            continue
+        dtype = _PT2_DTYPES.get(meta.get("dtype", 0), "unknown")
+        record = TensorRecord(dtype, shape, _as_ints(meta.get("strides")), entry.get("path_name"))
+        record.kind = "parameter" if entry.get("is_param") else "tensor"
+        found.append((name if section == "weights" else f"{section}.{name}", record))
+    return found
+
+
+def tar_tensors(described: dict[str, Any]) -> dict[str, TensorRecord]:
+    """Persistent-id key -> tensor, from a tar checkpoint's tensors and storages members."""
+    tables = described.get("tar") or {}
+    storages = tables.get("storages", {})
+    found: dict[str, TensorRecord] = {}
+    for key, (storage_key, sizes, strides, offset) in tables.get("tensors", {}).items():
+        dtype, numel = storages.get(storage_key, ("unknown", 0))
+        nbytes = numel * ELEMENT_SIZE.get(dtype, 1)
+        found[str(key)] = TensorRecord(dtype, sizes, strides, str(storage_key), offset, nbytes)
+    return found

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+from torchwise.commands._common import output_options
+from torchwise.console import Console
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,65 +28,133 @@ def ckpt() -> None:
     """
 
 
+def budget_options(command: F) -> F:
+    """``--max-bytes`` & co.: the limits past which a file is "unsafe: too large to vet"."""
+    from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        limits = {field: kwargs.pop(field) for _, field, _ in Budgets.FLAGS}
+        return command(*args, budgets=Budgets(**limits), **kwargs)
+
+    wrapped: Any = run
+    for flag, field, what in reversed(Budgets.FLAGS):
+        default = getattr(DEFAULT_BUDGETS, field)
+        wrapped = click.option(
+            flag,
+            field,
+            type=type(default),
+            default=default,
+            show_default=True,
+            metavar="N",
+            help=f"Limit on {what}; past it a file is unsafe: too large to vet.",
+        )(wrapped)
+    return wrapped  # type: ignore[no-any-return]
+
+
+def _existing(paths: tuple[str, ...]) -> list[Path]:
+    from torchwise.errors import TorchwiseError
+
+    for path in paths:
+        if not Path(path).exists():
+            raise TorchwiseError(f"{path}: no such file or directory")
+    return [Path(p) for p in paths]
+
+
 @ckpt.command("inspect")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--all", "show_all", is_flag=True, help="List every tensor (default: first 200).")
-def inspect_command(path: str, fmt: str, show_all: bool) -> None:
+@budget_options
+@output_options()
+def inspect_command(path: str, fmt: str, show_all: bool, budgets: Any, console: Console) -> None:
     """List a checkpoint's tensors, totals and structure (reads no tensor data)."""
     from torchwise.ckpt import inspect
     from torchwise.ckpt.report import inspect_text
 
-    result = inspect(path)
+    [target] = _existing((path,))
+    result = inspect(target, budgets)
     if fmt == "json":
-        click.echo(json.dumps(result.to_json(), indent=2, default=str))
+        console.emit(json.dumps(result.to_json(), indent=2, default=str))
     else:
-        click.echo(inspect_text(result, None if show_all else 200))
+        console.emit(inspect_text(result, None if show_all else 200))
 
 
 @ckpt.command("scan")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text")
 @click.option("--allow", multiple=True, metavar="module.Name", help="Accept this global.")
-def scan_command(paths: tuple[str, ...], fmt: str, allow: tuple[str, ...]) -> None:
-    """Allowlist scan: exit 0 safe, 1 unsafe, 2 error (corrupt, truncated, unknown)."""
-    from torchwise.ckpt import scan
+@budget_options
+@output_options()
+def scan_command(
+    paths: tuple[str, ...], fmt: str, allow: tuple[str, ...], budgets: Any, console: Console
+) -> None:
+    """Is it safe to torch.load? Exit 0 safe, 1 unsafe, 2 error (torch.load would fail)."""
     from torchwise.ckpt.report import scan_sarif, scan_text
+    from torchwise.ckpt.scan import ScanReport, expand, scan_file
 
-    report = scan(list(paths), allow=allow)
+    files = expand(_existing(paths))
+    results = []
+    with console.progress(len(files) if len(files) > 1 else None, "scanning") as bar:
+        for path in files:
+            bar.advance(0, label=path.name)
+            results.append(scan_file(path, frozenset(allow), budgets))
+            bar.advance()
+    report = ScanReport(results)
     if fmt == "json":
-        click.echo(json.dumps(report.to_json(), indent=2))
+        console.emit(json.dumps(report.to_json(), indent=2))
     elif fmt == "sarif":
-        click.echo(json.dumps(scan_sarif(report), indent=2))
+        console.emit(json.dumps(scan_sarif(report), indent=2))
     else:
-        click.echo(scan_text(report))
+        console.emit(scan_text(report, paint=console.paint))
     sys.exit(int(report.exit_code))
 
 
 @ckpt.command("convert")
-@click.argument("path", type=click.Path(exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(), help="The .safetensors file.")
+@click.argument("path")
+@click.option("-o", "--output", "out", required=True, help="The .safetensors file to write.")
 @click.option("--allow", multiple=True, metavar="module.Name", help="Accept this global.")
-@click.option("--split", is_flag=True, help="One file per top-level section (model, optimizer).")
+@click.option(
+    "--split",
+    is_flag=True,
+    help="Store tensors safetensors cannot hold (complex128, quantized, sparse) as their parts, "
+    "with a note in the metadata saying how to rebuild them.",
+)
+@click.option(
+    "--drop-non-tensor",
+    is_flag=True,
+    help="Leave out non-tensor values that have no JSON form (listed), instead of refusing.",
+)
+@click.option("--per-section", is_flag=True, help="One file per top-level section (model, ...).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@budget_options
+@output_options(report=False)
 def convert_command(
-    path: str, output: str, allow: tuple[str, ...], split: bool, force: bool
+    path: str,
+    out: str,
+    allow: tuple[str, ...],
+    split: bool,
+    drop_non_tensor: bool,
+    per_section: bool,
+    force: bool,
+    budgets: Any,
+    console: Console,
 ) -> None:
-    """Convert to safetensors after a clean scan; verifies every tensor."""
-    from torchwise.ckpt import convert
+    """Convert to safetensors after a clean scan, streaming tensors; verifies every byte."""
+    from torchwise.ckpt.convert import ConvertOptions, convert
+    from torchwise.ckpt.report import convert_text
 
-    result = convert(path, output, allow=allow, split=split, force=force)
-    click.echo(f"wrote {', '.join(result.outputs)}")
-    click.echo(
-        f"{result.tensors} tensors written, {result.verified} keys read back identical "
-        f"(dtype, shape, every byte)"
+    [source] = _existing((path,))
+    options = ConvertOptions(
+        allow=frozenset(allow),
+        split=split,
+        drop_non_tensor=drop_non_tensor,
+        per_section=per_section,
+        force=force,
+        budgets=budgets,
     )
-    if result.aliases:
-        pairs = ", ".join(f"{a} -> {c}" for a, c in list(result.aliases.items())[:5])
-        click.echo(f"{len(result.aliases)} aliases stored once, recorded in metadata: {pairs}")
-    if result.made_contiguous:
-        click.echo(f"made contiguous: {', '.join(result.made_contiguous)}")
-    if result.copied_views:
-        click.echo(f"overlapping views written as copies: {', '.join(result.copied_views)}")
-    if result.extras:
-        click.echo(f"non-tensor values kept as JSON metadata: {', '.join(result.extras[:8])}")
+    with console.progress(None, "converting") as bar:
+        result = convert(
+            source, Path(out), options, progress=lambda nbytes, key: bar.advance(label=key)
+        )
+    console.emit(convert_text(result))

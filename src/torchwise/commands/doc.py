@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from torchwise.commands._common import output_options
 from torchwise.commands._target import TargetArgs, target_options
+
+if TYPE_CHECKING:
+    from torchwise.console import Console
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,15 +23,20 @@ from torchwise.commands._target import TargetArgs, target_options
     "--check", "action", flag_value="check",
     help="Write nothing; exit 1 with a diff when the docs are stale (a CI gate).",
 )  # fmt: skip
-@click.option("--diff", "action", flag_value="diff", help="Print the change --write would make.")
 @click.option(
-    "--markdown", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+    "--diff", "action", flag_value="diff",
+    help="Print the change --write would make; exit 1 when there is one (as review --diff).",
+)  # fmt: skip
+@click.option(
+    "--markdown", type=click.Path(path_type=Path), metavar="PATH",
     help="Also write a model reference page (with --check: check it is fresh).",
 )  # fmt: skip
+@output_options()
 def doc(
     target: TargetArgs,
     action: str | None,
     markdown: Path | None,
+    console: Console,
 ) -> None:
     """Generate a model's docstrings from measurements and keep them true.
 
@@ -37,25 +48,33 @@ def doc(
       torchwise doc model.py:Net --input 'f32[8,3,32,32]'          # print
       torchwise doc model.py:Net --input 'f32[8,3,32,32]' --write  # update the file
       torchwise doc model.py:Net --input 'f32[8,3,32,32]' --check  # CI: exit 1 if stale
+      torchwise doc model.py --build 'GPT(GPTConfig(n_layer=2))' --diff
       torchwise doc zoo:gpt2 --markdown docs/models/gpt2.md
+    \b
+    Exit codes: 0 done or up to date; 1 --check found stale docs or --diff would
+    change a file; 2 bad input or a model that does not run.
     """
     from torchwise.doc.run import run_doc
     from torchwise.errors import ExitCode
 
-    code, out, err = run_doc(
-        target.text,
-        inputs=target.inputs,
-        init_kwargs=target.init_kwargs,
-        action=action,
-        markdown=markdown,
-        config_start=target.config_start,
-        build=target.build,
-        build_on=target.build_on,
-        batch_dim=target.batch_dim,
-    )
+    # The model's own prints go to stderr: stdout carries only the docstrings or the diff.
+    with contextlib.redirect_stdout(sys.stderr):
+        code, out, err = run_doc(
+            target.text,
+            inputs=target.inputs,
+            init_kwargs=target.init_kwargs,
+            action=action,
+            markdown=markdown,
+            config_start=target.config_start,
+            build=target.build,
+            build_on=target.build_on,
+            batch_dim=target.batch_dim,
+            command=target.flags(),
+            console=console,
+        )
     if out:
-        click.echo(out, nl=not out.endswith("\n"))
-    if err:
-        click.echo(err, err=True)
+        console.emit(out)
+    for line in err.splitlines():
+        console.note(line)
     if code != ExitCode.OK:
         sys.exit(code)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from typing import TYPE_CHECKING
+
 import click
 
+from torchwise.commands._common import output_options
 from torchwise.commands._target import TargetArgs, target_options
+
+if TYPE_CHECKING:
+    from torchwise.console import Console
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,6 +46,7 @@ from torchwise.commands._target import TargetArgs, target_options
     "--no-training", is_flag=True,
     help="Skip the training-mode pass (backward FLOPs and training memory).",
 )  # fmt: skip
+@output_options()
 def inspect(
     target: TargetArgs,
     device: str,
@@ -47,6 +56,7 @@ def inspect(
     scaling: str | None,
     flops_convention: str,
     no_training: bool,
+    console: Console,
 ) -> None:
     """Measure a model: shapes, parameters, FLOPs and memory, layer by layer.
 
@@ -64,17 +74,24 @@ def inspect(
     from torchwise.model.summary import summarize
 
     dimension = parse_scaling(scaling) if scaling else None
-    # Zoo models are built directly on the inspection device: meta costs no memory.
-    resolved = target.resolve(device=device)
-    if dimension is not None:
-        result = run_scaling(
-            resolved, dimension[0], dimension[1], device=device, mode=mode,
-            flops_convention=flops_convention,
-        )  # fmt: skip
-        click.echo(render_scaling(result, fmt), nl=False)
-        return
-    summary = summarize(
-        resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth, mode=mode,
-        estimate_training=not no_training, name=resolved.name, flops_convention=flops_convention,
-    )  # fmt: skip
-    click.echo(render(summary, fmt), nl=False)
+    # The model's own prints (a constructor announcing its size) go to stderr: stdout
+    # carries only the report, so `--format json > file` stays JSON.
+    with contextlib.redirect_stdout(sys.stderr):
+        # Zoo models are built directly on the inspection device: meta costs no memory.
+        resolved = target.resolve(device=device)
+        for note in resolved.notes:
+            console.note(f"note: {note}")
+        if dimension is not None:
+            result = run_scaling(
+                resolved, dimension[0], dimension[1], device=device, mode=mode,
+                flops_convention=flops_convention,
+            )  # fmt: skip
+            report = render_scaling(result, fmt)
+        else:
+            summary = summarize(
+                resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth,
+                mode=mode, estimate_training=not no_training, name=resolved.name,
+                flops_convention=flops_convention,
+            )  # fmt: skip
+            report = render(summary, fmt)
+    console.emit(report)

@@ -11,14 +11,17 @@ shape.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import doctest
+import importlib
 import importlib.machinery
 import io
 import os
 import sys
+import tokenize
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,68 +37,75 @@ REAL_RUN_FLOPS = 20 * 10**9
 
 @dataclass
 class Recipe:
-    """How a user gets the model: an import line (scripts only) and an expression."""
+    """How a user gets the model: the build expression and what it needs.
+
+    ``expression`` runs in the model class's module (as a doctest there does);
+    ``example_imports`` are what the docstring needs on top (names the class's
+    module does not have); ``imports`` set up the standalone usage script.
+    ``printed`` is what building the model writes to stdout (nanoGPT prints its
+    parameter count), so the Example can expect it.
+    """
 
     imports: list[str]
-    expression: str  # in the model's module namespace
-    script_expression: str  # after ``imports``
-    #: the same on the meta device, for checking examples too big to run for real
-    meta_expression: str | None = None
+    expression: str
+    script_expression: str
+    example_imports: list[str] = field(default_factory=list)
+    printed: str = ""
 
 
-def _kwargs_text(kwargs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+def _call_target(build: str, returns_example: bool) -> str:
+    """The expression for the model alone: ``make()[0]`` for a factory's (model, inputs)."""
+    if not returns_example:
+        return build
+    try:
+        node = ast.parse(build, mode="eval").body
+    except SyntaxError:
+        node = None
+    simple = isinstance(node, ast.Call | ast.Name | ast.Attribute | ast.Subscript)
+    return f"{build}[0]" if simple else f"({build})[0]"
 
 
-def recipe(target: str, rt: ResolvedTarget, config_start: Path | None = None) -> Recipe:
-    """The expressions that rebuild ``rt.model`` the way ``target`` built it."""
-    from torchwise import zoo
-
+def recipe(rt: ResolvedTarget) -> Recipe:
+    """The expressions that rebuild ``rt.model`` the way the user asked for it."""
     cls = rt.cls or type(rt.model)
-    kwargs = _kwargs_text(rt.init_kwargs)
-    ref = _configured_ref(target, config_start)
-    if ref.startswith("zoo:"):
-        entry = zoo.get(ref[4:])
-        builder = entry.builder
-        options = _kwargs_text({**entry.options, **rt.init_kwargs})
-        in_module = builder.__module__ == cls.__module__
-        expression = f"{builder.__name__}({options})" if in_module else f"{cls.__name__}()"
-        overrides = f"{_kwargs_text(rt.init_kwargs)}" if rt.init_kwargs else ""
-        script = f"zoo.get({entry.name!r}).build({overrides})"
-        meta_args = ", ".join(["device='meta'", *([overrides] if overrides else [])])
-        on_meta = f"zoo.get({entry.name!r}).build({meta_args})"
-        return Recipe(["from torchwise import zoo"], expression, script, on_meta)
-    attr = ref.rpartition(":")[2]
-    obj: Any = sys.modules.get(cls.__module__)
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-    if obj is cls or obj is None:
-        name, call = cls.__qualname__, f"{cls.__qualname__}({kwargs})"
-    elif isinstance(obj, type) or not callable(obj) or hasattr(obj, "forward"):
-        name, call = attr, attr  # a module instance defined at module level
-    else:
-        name, call = attr, f"{attr}({kwargs})"
-        if isinstance(obj(**rt.init_kwargs), tuple):
-            call += "[0]"  # the factory returns (model, example_inputs)
-    return Recipe(_import_lines(cls, rt, name.split(".")[0]), call, call)
+    build = rt.build or f"{cls.__qualname__}()"
+    call = _call_target(build, rt.returns_example)
+    module = sys.modules.get(cls.__module__)
+    namespace = vars(module) if module is not None else {}
+    missing = [name for name in rt.build_names if name not in namespace]
+    line = rt.import_line()
+    example_imports = [line] if missing and line else []
+    imports = _import_lines(rt)
+    return Recipe(imports, call, call, example_imports, _printed_by(call, rt, namespace))
 
 
-def _configured_ref(target: str, config_start: Path | None) -> str:
-    """``file.py:Name``/``zoo:NAME`` behind a ``[tool.torchwise.models]`` name."""
-    if ":" in target:
-        return target
-    from torchwise.config import load_config
+def _printed_by(call: str, rt: ResolvedTarget, namespace: dict[str, Any]) -> str:
+    """What building the model prints (run on meta: no memory, same prints)."""
+    import torch
 
-    entry = (load_config(config_start).get("models", {}) or {}).get(target, {})
-    ref = entry.get("target", target) if isinstance(entry, dict) else target
-    return ref if isinstance(ref, str) else target
+    if not namespace or rt.origin == "zoo":
+        return ""
+    globs = dict(namespace)
+    line = rt.import_line()
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer), torch.device("meta"):
+            if line and any(name not in namespace for name in rt.build_names):
+                exec(line, globs)
+            eval(call, globs)
+    except Exception:
+        return ""  # the Example run reports a build that fails; here only prints matter
+    return buffer.getvalue()
 
 
-def _import_lines(cls: type, rt: ResolvedTarget, name: str) -> list[str]:
-    """``from pkg.mod import Name``, or a sys.path entry for a file loaded by path."""
-    if rt.source_file is None or _importable(cls.__module__):
-        return [f"from {cls.__module__} import {name}"]
-    path = rt.source_file.resolve()
+def _import_lines(rt: ResolvedTarget) -> list[str]:
+    """Script imports: a sys.path entry for a file target, then ``from module import ...``."""
+    line = rt.import_line()
+    if line is None:
+        return []
+    if rt.module_file is None or _importable(rt.module or ""):
+        return [line]
+    path = rt.module_file.resolve()
     try:
         directory = os.path.relpath(path.parent, Path.cwd())
     except ValueError:  # another drive on Windows
@@ -103,20 +113,30 @@ def _import_lines(cls: type, rt: ResolvedTarget, name: str) -> list[str]:
     return [
         "import sys",
         f"sys.path.insert(0, {Path(directory).as_posix()!r})  # run from the project root",
-        f"from {path.stem} import {name}",
+        line,
     ]
 
 
 def _importable(module_name: str) -> bool:
     """Can a plain ``import`` find this module (not one torchwise loaded from a path)?"""
     # PathFinder looks at sys.path only, not at sys.modules where torchwise put it.
+    if not module_name:
+        return False
     return importlib.machinery.PathFinder.find_spec(module_name.split(".")[0]) is not None
 
 
 def _tensor_expr(spec: InputSpec) -> str:
+    """Python source that builds an input like ``spec``: tensors, dicts, tuples, values."""
     if spec.children is not None:
         items = ", ".join(f"{k!r}: {_tensor_expr(v)}" for k, v in spec.children.items())
         return "{" + items + "}"
+    if spec.items is not None:
+        parts = [_tensor_expr(item) for item in spec.items]
+        if spec.is_list:
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if spec.literal is not None:
+        return spec.literal
     sizes = [str(d.size) for d in spec.dims]
     dtype = spec.torch_dtype()
     dtype_arg = f", dtype={dtype}"
@@ -148,10 +168,73 @@ def output_checks(shapes: SymbolicShapes) -> list[tuple[str, str]]:
     return checks
 
 
+def _expected_print(printed: str) -> tuple[str, list[str]]:
+    """A doctest directive and the expected lines for what building the model prints.
+
+    The first line is kept as printed and the rest matched by an ellipsis, so a
+    parameter count printed by the constructor is shown, and more lines still match.
+    """
+    lines = [line.rstrip() for line in printed.strip("\n").splitlines()]
+    if not lines or not lines[0].strip():
+        return "", []
+    if len(lines) == 1:
+        return "", lines
+    return "  # doctest: +ELLIPSIS", [lines[0], "..."]
+
+
+#: Example lines longer than this are continued after a comma (doctest's ``...`` prompt).
+EXAMPLE_WIDTH = 88
+
+
+def split_code(code: str, width: int = EXAMPLE_WIDTH) -> list[str]:
+    """``code`` as lines of at most ``width`` characters where it can be: broken after
+    commas inside brackets (never inside a string), continuations indented 4 spaces."""
+    if len(code) <= width:
+        return [code]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return [code]
+    breaks, depth = [], 0
+    for token in tokens:
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.OP and token.string == "," and depth > 0:
+            breaks.append(token.end[1])  # one line of code: columns are offsets
+    lines: list[str] = []
+    start = last = 0
+    for cut in [*breaks, len(code)]:
+        indent = 0 if not lines else 4
+        if cut - start + indent > width and last > start:
+            lines.append(code[start:last].strip())
+            start = last
+        last = cut
+    lines.append(code[start:].strip())
+    return [lines[0], *("    " + line for line in lines[1:])]
+
+
+def _prompted(code: str) -> list[str]:
+    first, *rest = split_code(code)
+    return [f">>> {first}", *(f"... {line}" for line in rest)]
+
+
 def doctest_lines(
-    expression: str, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
+    recipe_: Recipe, rt: ResolvedTarget, names: list[str], shapes: SymbolicShapes
 ) -> list[str]:
-    lines = [">>> import torch", f">>> model = {expression}.eval()"]
+    lines = [">>> import torch", *(f">>> {line}" for line in recipe_.example_imports)]
+    directive, printed = _expected_print(recipe_.printed)
+    if printed and printed[0].lstrip().startswith(("...", ">>>")):
+        # doctest would read such output as code: build with the output swallowed instead
+        lines += [
+            ">>> import contextlib, io",
+            ">>> with contextlib.redirect_stdout(io.StringIO()):",
+            f"...     model = {recipe_.expression}.eval()",
+        ]
+    else:
+        lines += _prompted(f"model = {recipe_.expression}.eval(){directive}")
+        lines += printed
     lines += [f">>> {line}" for line in call_lines(rt, names, shapes)]
     for check, value in output_checks(shapes):
         lines += [f">>> {check}", value]
@@ -163,7 +246,13 @@ def script_lines(
 ) -> list[str]:
     stdlib = [line for line in recipe_.imports if line == "import sys"]
     rest = [line for line in recipe_.imports if line != "import sys"]
-    lines = [*stdlib, "import torch", *rest, "", f"model = {recipe_.script_expression}"]
+    lines = [
+        *stdlib,
+        "import torch",
+        *rest,
+        "",
+        *split_code(f"model = {recipe_.script_expression}"),
+    ]
     lines += ["model.eval()", "with torch.no_grad():"]
     lines += [f"    {line}" for line in call_lines(rt, names, shapes)]
     lines += [f"print({check})  # {value}" for check, value in output_checks(shapes)]
@@ -206,16 +295,12 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget, flops: int) -> 
 
 
 def run_script(lines: list[str], recipe_: Recipe, rt: ResolvedTarget, flops: int) -> str:
-    """Execute the usage snippet as a fresh script would (cwd-relative imports).
-
-    On meta, a zoo model is built with ``device="meta"`` (its builder picks the
-    device explicitly, so the ambient default device would not reach it).
-    """
+    """Execute the usage snippet as a fresh script would (cwd-relative imports); models
+    too big to run for real are built and run under ``torch.device("meta")``."""
     code = "\n".join(lines) + "\n"
-    if _heavy(rt, flops) and recipe_.meta_expression:
-        code = code.replace(recipe_.script_expression, recipe_.meta_expression, 1)
     namespace: dict[str, Any] = {"__name__": "__torchwise_usage__"}
     saved_path, saved_modules = list(sys.path), dict(sys.modules)
+    importlib.invalidate_caches()  # a relative sys.path entry ('.') may name a new directory
     for line in recipe_.imports:  # import the file afresh, as a new process would
         if line.startswith("from "):
             sys.modules.pop(line.split()[1], None)

@@ -12,16 +12,26 @@ does, on request.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import math
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchwise.doc import example as docexample
+from torchwise.doc import returns as docreturns
 from torchwise.doc import shapes as docshapes
-from torchwise.doc.docstrings import GenEntry, merge, parse
+from torchwise.doc.docstrings import merge, parse
+from torchwise.doc.entries import (
+    attribute_entries,
+    constructor_values,
+    forward_entries,
+    init_entries,
+    returns_type,
+)
 from torchwise.doc.modes import mode_differences
 from torchwise.doc.source import DocTarget, current_docstring, parse_source
 from torchwise.errors import TorchwiseError
@@ -31,10 +41,8 @@ from torchwise.units import count, exact, exponent, nbytes
 if TYPE_CHECKING:
     import torch
 
+    from torchwise.console import Console, ProgressHandle
     from torchwise.model import ModelSummary
-
-#: Attribute entries whose ``TYPE`` would push the line past this are shortened.
-MAX_ENTRY = 96
 
 
 @dataclass
@@ -51,27 +59,60 @@ class ModelDoc:
     source: Path | None
     docstrings: dict[DocTarget, str] = field(default_factory=dict)
     example_device: str = "cpu"
+    #: what optional forward arguments change in the outputs
+    effects: list[docreturns.OptionalEffect] = field(default_factory=list)
+    #: what the user should hear that does not belong in a docstring (ops without a
+    #: FLOP formula, fallbacks), shown on stderr
+    notes: list[str] = field(default_factory=list)
 
 
 def document(
-    target: str, rt: ResolvedTarget, *, run_example: bool = True, config_start: Path | None = None
+    target: str,
+    rt: ResolvedTarget,
+    *,
+    run_example: bool = True,
+    config_start: Path | None = None,
+    console: Console | None = None,
 ) -> ModelDoc:
-    """Measure ``rt`` and build the docstrings of its class (and its ``forward``)."""
+    """Measure ``rt`` and build the docstrings of its class (and its ``forward``).
+
+    The summary runs first, so a forward that raises is reported exactly as
+    ``torchwise inspect`` reports it; ``console`` shows progress over the shape
+    experiments (on a terminal).
+    """
     from torchwise.model import summarize
 
     model = rt.model
+    summary = summarize(model, rt.args, rt.kwargs)
     names = docshapes.forward_input_names(model, rt.input_specs)
-    shapes = docshapes.infer(model, rt.input_specs, names)
-    summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
+    total = docshapes.experiments(rt.input_specs) + 4
+    with _progress(console, total) as progress:
+        shapes = docshapes.infer(
+            model, rt.input_specs, names, batch_dim=rt.batch_dim, progress=progress
+        )
+        effects = docreturns.optional_effects(model, rt.input_specs, shapes.output_tree, progress)
+    if shapes.device != "meta":
+        summary = summarize(model, rt.args, rt.kwargs, device=shapes.device)
     scaling = flop_scaling(model, rt, shapes, summary.flops_forward)
     cls = rt.cls or type(model)
-    recipe = docexample.recipe(target, rt, config_start)
-    example = docexample.doctest_lines(recipe.expression, rt, names, shapes)
+    recipe = docexample.recipe(rt)
+    example = docexample.doctest_lines(recipe, rt, names, shapes)
     doc = ModelDoc(rt, shapes, summary, scaling, names, recipe, example, rt.source_file)
+    doc.effects = effects
+    doc.notes = [*summary.notes, *(f"{note}" for note in shapes.notes)]
     doc.docstrings = build_docstrings(doc, cls)
     if run_example:
         doc.example_device = docexample.run_doctest(example, cls, rt, summary.flops_forward)
     return doc
+
+
+@contextlib.contextmanager
+def _progress(console: Console | None, total: int) -> Iterator[ProgressHandle | None]:
+    if console is None:
+        yield None
+        return
+    with console.progress(total, "doc: shape experiments") as handle:
+        yield handle
 
 
 def flop_scaling(
@@ -115,10 +156,14 @@ def build_docstrings(doc: ModelDoc, cls: type) -> dict[DocTarget, str]:
         "Train and eval": wrap(mode_differences(doc.target.model)),
         "Example": doc.example,
     }
+    passed = constructor_values(doc.target, cls)
     merged = merge(
         parse(existing or ""),
         default_summary=default_summary(doc.target.model),
-        entries={"Args": init_entries(cls), "Attributes": attribute_entries(doc.target.model)},
+        entries={
+            "Args": init_entries(cls, passed),
+            "Attributes": attribute_entries(doc.target.model),
+        },
         owned=sections,
     )
     out = {cls_target: merged.render()}
@@ -127,8 +172,16 @@ def build_docstrings(doc: ModelDoc, cls: type) -> dict[DocTarget, str]:
         fwd = merge(
             parse(current_docstring(tree, fwd_target) or ""),
             default_summary="Run the model.",
-            entries={"Args": forward_entries(doc)},
-            returns=returns_type(doc.shapes),
+            entries={
+                "Args": forward_entries(
+                    doc.target.model,
+                    doc.target.input_specs,
+                    doc.input_names,
+                    doc.shapes,
+                    doc.effects,
+                )
+            },
+            returns=returns_type(doc.shapes, doc.effects),
         )
         out[fwd_target] = fwd.render()
     return out
@@ -165,107 +218,6 @@ def default_summary(model: torch.nn.Module) -> str:
     return f"A {kind}."
 
 
-def _annotation(param: inspect.Parameter) -> str | None:
-    if param.annotation is inspect.Parameter.empty:
-        return None
-    if isinstance(param.annotation, str):
-        return param.annotation
-    return inspect.formatannotation(param.annotation)
-
-
-def _default(value: Any) -> str:
-    if isinstance(value, type) or inspect.isfunction(value):
-        return value.__qualname__
-    return repr(value)
-
-
-def signature_entry(param: inspect.Parameter) -> GenEntry:
-    """``name (TYPE)`` for a signature parameter: annotation and default."""
-    prefix = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(param.kind.name, "")
-    parts = [a for a in [_annotation(param)] if a]
-    if param.default is not inspect.Parameter.empty:
-        parts.append(f"default={_default(param.default)}")
-    return GenEntry(prefix + param.name, ", ".join(parts) or None)
-
-
-def init_entries(cls: type) -> list[GenEntry]:
-    import torch
-
-    init = vars(cls).get("__init__") or getattr(cls, "__init__", None)
-    if init is None or init is torch.nn.Module.__init__:
-        return []
-    try:
-        params = list(inspect.signature(init).parameters.values())[1:]
-    except (TypeError, ValueError):
-        return []
-    return [signature_entry(p) for p in params]
-
-
-def attribute_entries(model: torch.nn.Module) -> list[GenEntry]:
-    """Direct submodules (type, config, parameters), own parameters and buffers."""
-    entries = []
-    for name, child in model.named_children():
-        n_params = sum(p.numel() for p in child.parameters())
-        params = f", {exact(n_params)} params" if n_params else ""
-        kids = len(list(child.children()))
-        short = type(child).__name__ + (f" of {kids}" if kids else "")
-        full = f"{type(child).__name__}({child.extra_repr()})" if not kids else short
-        type_ = full + params
-        if len(name) + len(type_) + 12 > MAX_ENTRY:
-            type_ = short + params
-        entries.append(GenEntry(name, type_))
-    for name, param in model.named_parameters(recurse=False):
-        frozen = "" if param.requires_grad else ", frozen"
-        entries.append(GenEntry(name, f"Parameter[{_tensor_type(param)}]{frozen}"))
-    for name, buffer in model.named_buffers(recurse=False):
-        entries.append(GenEntry(name, f"buffer[{_tensor_type(buffer)}]"))
-    return entries
-
-
-def _tensor_type(tensor: torch.Tensor) -> str:
-    dims = ", ".join(str(s) for s in tensor.shape)
-    return f"{docshapes.dtype_name(tensor.dtype)}, ({dims}{',' if tensor.dim() == 1 else ''})"
-
-
-def leaf_type(leaf: docshapes.Leaf) -> str:
-    return f"Tensor[{leaf.dtype}, {leaf.shape_text()}]"
-
-
-def forward_entries(doc: ModelDoc) -> list[GenEntry]:
-    """``forward``'s arguments: measured tensor types for inputs, signature otherwise."""
-    model = doc.target.model
-    by_name: dict[str, list[docshapes.Leaf]] = {}
-    for leaf in doc.shapes.inputs:
-        by_name.setdefault(leaf.path.split("[")[0], []).append(leaf)
-    entries = []
-    try:
-        params = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    for param in params:
-        leaves = by_name.get(param.name)
-        if not leaves:
-            entries.append(signature_entry(param))
-        elif len(leaves) == 1 and leaves[0].path == param.name:
-            entries.append(GenEntry(param.name, leaf_type(leaves[0])))
-        else:
-            fields = ", ".join(f"{lf.path[len(param.name) :]}={leaf_type(lf)}" for lf in leaves)
-            entries.append(GenEntry(param.name, f"dict({fields})"))
-    return entries
-
-
-def returns_type(shapes: docshapes.SymbolicShapes) -> str:
-    """``Tensor[...]`` for one output, else the container with each tensor's type."""
-    outs = shapes.outputs
-    if len(outs) == 1 and outs[0].path == "output":
-        return leaf_type(outs[0])
-    if outs and all(o.path.startswith("[") and o.path.count("[") == 1 for o in outs):
-        if all(o.path[1:-1].isdigit() for o in outs):
-            return "tuple[" + ", ".join(leaf_type(o) for o in outs) + "]"
-        return "dict(" + ", ".join(f"{o.path[2:-2]}={leaf_type(o)}" for o in outs) + ")"
-    return "; ".join(f"out{o.path}: {leaf_type(o)}" for o in outs) or "None"
-
-
 def shape_section(shapes: docshapes.SymbolicShapes) -> list[str]:
     """PyTorch's ``Shape:`` convention, with the measured symbolic dims."""
     lines = [f"- {leaf.path}: ``{leaf.shape_text()}``, {leaf.dtype}" for leaf in shapes.inputs]
@@ -296,9 +248,13 @@ def complexity_section(doc: ModelDoc) -> list[str]:
         lines.append(f"Shared (counted once): {' = '.join(group)}.")
     if s.buffer_count:
         lines.append(f"Buffers: {s.buffer_count} ({nbytes(s.buffer_bytes)}).")
+    attention = ""
+    if s.attention_flops_forward:
+        share = 100 * s.attention_flops_forward / max(s.flops_forward_full, 1)
+        attention = f", {share:.1f}% of it in attention's QK^T and PV"
     lines.append(
         f"Forward at {sizes or 'no inputs'}: {count(s.flops_forward, 'FLOPs')}"
-        f" ({count(s.macs_forward, 'MACs')})."
+        f" ({count(s.macs_forward, 'MACs')}){attention}."
     )
     if doc.scaling:
         terms = " * ".join(f"{k}^{exponent(v)}" for k, v in doc.scaling.items())
@@ -306,9 +262,6 @@ def complexity_section(doc: ModelDoc) -> list[str]:
     lines.append(f"Peak forward activations: {nbytes(s.peak_activation_bytes)}.")
     if s.training is not None:
         lines.append(f"Training step with Adam: ~{nbytes(s.training.total('adam'))}.")
-    if s.unsupported_ops:
-        ops = ", ".join(sorted(s.unsupported_ops))
-        lines.append(f"FLOPs exclude ops without a formula: {ops}.")
     return lines
 
 

@@ -1,19 +1,26 @@
 """The ``torchwise doc`` workflow: resolve, measure, then print, write, check or diff.
 
 Returns text instead of printing so that the command stays a thin shell and
-tests can call it directly. ``--check`` and ``--diff`` never write; ``--write``
+tests can call it directly. ``--write`` refuses files in site-packages and
+torchwise's own zoo. ``--check`` and ``--diff`` never write; ``--write``
 writes only when something changed, atomically, and only a file that
 re-parses with exactly the generated docstrings.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from torchwise.console import write_output
 from torchwise.doc import source as docsource
 from torchwise.doc.generate import ModelDoc, document, require_source
-from torchwise.errors import ExitCode, TorchwiseError
+from torchwise.errors import ExitCode, OutputError, TorchwiseError
+
+if TYPE_CHECKING:
+    from torchwise.console import Console
 
 
 def _display(path: Path) -> Path:
@@ -32,6 +39,35 @@ def _printed(doc: ModelDoc) -> str:
     return "\n".join(parts)
 
 
+def _installed_or_ours(path: Path) -> str | None:
+    """Why ``path`` is not the user's to edit: an installed package or torchwise itself."""
+    import torchwise
+
+    resolved = path.resolve()
+    parts = resolved.parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        where = "site-packages" if "site-packages" in parts else "dist-packages"
+        return f"it is inside {where} (an installed package, not your source)"
+    if resolved.is_relative_to(Path(torchwise.__file__).resolve().parent):
+        return "it is torchwise's own source (a built-in reference model)"
+    return None
+
+
+def _check_writable(path: Path) -> None:
+    """One clear error now if the page cannot be written later (a directory, /proc)."""
+    if path.is_dir():
+        raise OutputError(
+            f"cannot write {path}: it is a directory",
+            hint="give the page's file name, e.g. --markdown docs/models/net.md",
+        )
+    existing = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def run_doc(
     target: str,
     *,
@@ -43,16 +79,27 @@ def run_doc(
     build: str | None = None,
     build_on: str = "auto",
     batch_dim: int | None = None,
+    command: str | None = None,
+    console: Console | None = None,
 ) -> tuple[int, str, str]:
-    """Run ``torchwise doc``; returns (exit code, stdout text, stderr text)."""
+    """Run ``torchwise doc``; returns (exit code, stdout text, stderr text).
+
+    ``command`` is the shell-quoted words that name this target again (target and
+    options), repeated in the hints; ``console`` shows progress while the shape
+    experiments run. Exit codes: 0 done or fresh; 1 ``--check`` found stale docs or
+    ``--diff`` would change something (as ``review --diff``); errors raise.
+    """
     from torchwise.target import resolve_target
 
+    again = command or target
     if action == "write" and target.startswith("zoo:"):
         # The zoo's source is torchwise's own installed code, not the user's.
         raise TorchwiseError(
             f"{target} is a built-in reference model; --write edits only your own source",
             hint="use --diff or --markdown PATH to see or publish its documentation",
         )
+    if markdown is not None and action != "check":
+        _check_writable(markdown)  # before minutes of measuring, not after
 
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
@@ -60,9 +107,17 @@ def run_doc(
         target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
         build=build, build_on=build_on, batch_dim=batch_dim,
     )  # fmt: skip
-    doc = document(target, resolved, config_start=config_start)
+    if action == "write" and resolved.source_file is not None:
+        refusal = _installed_or_ours(resolved.source_file)
+        if refusal is not None:
+            raise TorchwiseError(
+                f"refusing to edit {_display(resolved.source_file)}: {refusal}",
+                hint="--diff shows the docstrings, --markdown PATH writes a page of your own",
+            )
+    doc = document(target, resolved, config_start=config_start, console=console)
     out: list[str] = []
-    err: list[str] = [f"Example ran ({doc.example_device}) and printed the documented shapes."]
+    err: list[str] = [f"note: {note}" for note in [*resolved.notes, *doc.notes]]
+    err.append(f"Example ran ({doc.example_device}) and printed the documented shapes.")
     code: int = ExitCode.OK
     if action is None:
         out.append(_printed(doc))
@@ -75,6 +130,8 @@ def run_doc(
         if action == "diff":
             out.append(diff)
             err.append(f"{shown}: up to date" if not diff else f"{shown}: would change")
+            if diff:
+                code = ExitCode.FINDINGS
         elif action == "write":
             if after != before:
                 docsource.write_atomic(path, after)
@@ -86,7 +143,7 @@ def run_doc(
                 out.append(diff)
                 err.append(
                     f"{shown}: documented shapes/counts are stale; "
-                    f"run `torchwise doc {target} --write`"
+                    f"run `torchwise doc {again} --write`"
                 )
                 code = ExitCode.FINDINGS
             else:
@@ -94,18 +151,24 @@ def run_doc(
         else:  # pragma: no cover - click restricts the values
             raise TorchwiseError(f"unknown action {action!r}")
     if markdown is not None:
-        code = max(code, _markdown(doc, target, markdown, action, out, err))
+        code = max(code, _markdown(doc, target, again, markdown, action, out, err))
     return code, "".join(out), "\n".join(err)
 
 
 def _markdown(
-    doc: ModelDoc, target: str, path: Path, action: str | None, out: list[str], err: list[str]
+    doc: ModelDoc,
+    target: str,
+    again: str,
+    path: Path,
+    action: str | None,
+    out: list[str],
+    err: list[str],
 ) -> int:
     import difflib
 
     from torchwise.doc.page import render_page
 
-    page = render_page(doc, target, path)
+    page = render_page(doc, target, path, command=again)
     current = path.read_text(encoding="utf-8") if path.is_file() else None
     if current == page:
         err.append(f"{path}: up to date")
@@ -116,11 +179,11 @@ def _markdown(
             f"a/{path}", f"b/{path}",
         )  # fmt: skip
         out.append("".join(lines))
-        return ExitCode.OK
-    if action == "check":
-        err.append(f"{path}: stale or missing; run `torchwise doc {target} --markdown {path}`")
+        err.append(f"{path}: would change")
         return ExitCode.FINDINGS
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    if action == "check":
+        err.append(f"{path}: stale or missing; run `torchwise doc {again} --markdown {path}`")
+        return ExitCode.FINDINGS
+    write_output(path, page)
     err.append(f"{path}: written")
     return ExitCode.OK

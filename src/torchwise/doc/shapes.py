@@ -15,20 +15,21 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import itertools
-import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from torchwise.errors import TorchwiseError
+from torchwise.errors import TorchwiseError, exception_line
 from torchwise.target import Dim, InputSpec, make_inputs
 
 if TYPE_CHECKING:
     import torch
 
-#: (spec index, path inside a dict spec) -> a leaf tensor spec.
-LeafKey = tuple[int, tuple[str, ...]]
+    from torchwise.console import ProgressHandle
+
+#: (spec index, path inside a dict/tuple spec: keys and positions) -> a leaf tensor spec.
+LeafKey = tuple[int, tuple[str | int, ...]]
 DimKey = tuple[LeafKey, int]
 
 
@@ -57,15 +58,22 @@ class SymbolicShapes:
     sizes_run: dict[str, list[int]] = field(default_factory=dict)
     device: str = "meta"
     notes: list[str] = field(default_factory=list)
+    #: the output's structure, tensors by path and None kept (see :func:`skeleton`)
+    output_tree: Any = None
 
 
 def leaf_specs(specs: Sequence[InputSpec]) -> Iterator[tuple[LeafKey, InputSpec]]:
-    def walk(index: int, spec: InputSpec, path: tuple[str, ...]) -> Iterator[Any]:
-        if spec.children is None:
+    """Every tensor spec inside ``specs`` with where it sits (plain values are skipped)."""
+
+    def walk(index: int, spec: InputSpec, path: tuple[str | int, ...]) -> Iterator[Any]:
+        if spec.children is not None:
+            for key, child in spec.children.items():
+                yield from walk(index, child, (*path, key))
+        elif spec.items is not None:
+            for position, item in enumerate(spec.items):
+                yield from walk(index, item, (*path, position))
+        elif spec.kind == "tensor":
             yield (index, path), spec
-            return
-        for key, child in spec.children.items():
-            yield from walk(index, child, (*path, key))
 
     for index, spec in enumerate(specs):
         yield from walk(index, spec, ())
@@ -74,10 +82,15 @@ def leaf_specs(specs: Sequence[InputSpec]) -> Iterator[tuple[LeafKey, InputSpec]
 def resize(specs: Sequence[InputSpec], new: dict[DimKey, int]) -> list[InputSpec]:
     """``specs`` with the given leaf dims set to new sizes."""
 
-    def rebuild(index: int, spec: InputSpec, path: tuple[str, ...]) -> InputSpec:
+    def rebuild(index: int, spec: InputSpec, path: tuple[str | int, ...]) -> InputSpec:
         if spec.children is not None:
             kids = {k: rebuild(index, c, (*path, k)) for k, c in spec.children.items()}
             return dataclasses.replace(spec, children=kids)
+        if spec.items is not None:
+            items = tuple(rebuild(index, c, (*path, i)) for i, c in enumerate(spec.items))
+            return dataclasses.replace(spec, items=items)
+        if spec.kind != "tensor":
+            return spec
         dims = tuple(
             Dim(new.get(((index, path), d), dim.size), dim.name) for d, dim in enumerate(spec.dims)
         )
@@ -105,6 +118,36 @@ def flatten_output(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tens
             yield from flatten_output(getattr(value, fld.name), f"{path}.{fld.name}")
 
 
+def skeleton(value: Any, path: str = "") -> Any:
+    """The output's structure with the same paths as :func:`flatten_output`:
+    ``("tensor", path)``, ``("none",)``, ``("tuple"|"list", [parts])``,
+    ``("named", type name, [(field, part)])`` for namedtuples, dataclasses and dict
+    subclasses (Hugging Face's ModelOutput), ``("dict", [(key, part)])``, or
+    ``("other", type name)``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return ("tensor", path or "output")
+    if value is None:
+        return ("none",)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        fields = [(n, skeleton(getattr(value, n), f"{path}.{n}")) for n in value._fields]
+        return ("named", type(value).__name__, fields)
+    if isinstance(value, list | tuple):
+        parts = [skeleton(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return ("list" if isinstance(value, list) else "tuple", parts)
+    if isinstance(value, dict):
+        items = [(str(k), skeleton(v, f"{path}[{k!r}]")) for k, v in value.items()]
+        return ("dict", items) if type(value) is dict else ("named", type(value).__name__, items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [
+            (f.name, skeleton(getattr(value, f.name), f"{path}.{f.name}"))
+            for f in dataclasses.fields(value)
+        ]
+        return ("named", type(value).__name__, fields)
+    return ("other", type(value).__name__)
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -112,14 +155,22 @@ def dtype_name(dtype: torch.dtype) -> str:
 class Runner:
     """Runs a private copy of the model on inputs built from specs."""
 
-    def __init__(self, model: torch.nn.Module, specs: Sequence[InputSpec]) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        specs: Sequence[InputSpec],
+        progress: ProgressHandle | None = None,
+    ) -> None:
         import torch
 
         from torchwise.model import private_copy
 
         self.original = model
         self.specs = list(specs)
+        self.progress = progress
         self.error = ""
+        self.exception: BaseException | None = None
+        self.last_output: Any = None
         self.device = "meta"
         tensors = itertools.chain(model.parameters(), model.buffers())
         on_meta = all(t.device.type == "meta" for t in tensors)
@@ -133,9 +184,14 @@ class Runner:
         # fall back to real tensors on a CPU copy, never the caller's model.
         self.model, self.device = private_copy(model, torch.device("cpu")).eval(), "cpu"
         if self.run(self.specs) is None:
-            raise TorchwiseError(
-                f"forward failed on meta ({meta_error}) and on the CPU ({self.error})",
-                hint="check that --input describes every forward argument",
+            from torchwise.errors import UserCodeError
+
+            assert self.exception is not None
+            raise UserCodeError.from_exception(
+                self.exception,
+                doing=f"forward of {type(model).__name__}",
+                hint=f"it failed on meta too ({meta_error}); check that --input describes "
+                "forward's arguments",
             )
 
     def run(self, specs: Sequence[InputSpec]) -> list[tuple[str, torch.Tensor]] | None:
@@ -143,6 +199,8 @@ class Runner:
 
         from torchwise.model import ReferenceLeak, Untouched
 
+        if self.progress is not None:
+            self.progress.advance()
         try:
             args, kwargs = make_inputs(specs, device=self.device)
             with torch.no_grad(), Untouched(self.original):
@@ -150,8 +208,10 @@ class Runner:
         except ReferenceLeak:
             raise
         except Exception as exc:
-            self.error = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            self.error = exception_line(exc)
+            self.exception = exc
             return None
+        self.last_output = out
         return list(flatten_output(out))
 
 
@@ -163,12 +223,20 @@ def _alternatives(size: int) -> list[tuple[int, int]]:
     return options
 
 
-def _default_name(spec: InputSpec, d: int, varying: set[int]) -> str:
-    """batch for dim 0; seq_len/length/height/width by rank and dtype; else dimN."""
+def _default_name(spec: InputSpec, d: int, varying: set[int], batch_dim: int = 0) -> str:
+    """``batch`` for the batch dim; seq_len/length/height/width by rank and dtype; else dimN.
+
+    With the batch first, token ids are ``(batch, seq_len)``, float sequences
+    ``(batch, seq_len, features)`` or ``(batch, channels, length)``, images
+    ``(batch, channels, height, width)``. With a time-first batch (``--batch-dim 1``),
+    the dim before it is ``seq_len``: ``(seq_len, batch, features)``.
+    """
     floating = spec.dtype in ("f16", "bf16", "f32", "f64")
     rank = len(spec.dims)
-    if d == 0:
+    if d == batch_dim and d < rank:
         return "batch"
+    if batch_dim != 0:
+        return "seq_len" if d < batch_dim and d == 0 else f"dim{d}"
     if not floating and rank == 2:
         return "seq_len"
     if floating and rank == 3:
@@ -180,13 +248,28 @@ def _default_name(spec: InputSpec, d: int, varying: set[int]) -> str:
     return f"dim{d}"
 
 
+def experiments(specs: Sequence[InputSpec]) -> int:
+    """About how many forwards :func:`infer` runs: the base and two per tensor dim."""
+    return 2 + 2 * sum(len(spec.dims) for _, spec in leaf_specs(specs))
+
+
 def infer(
-    model: torch.nn.Module, specs: Sequence[InputSpec], input_names: Sequence[str]
+    model: torch.nn.Module,
+    specs: Sequence[InputSpec],
+    input_names: Sequence[str],
+    *,
+    batch_dim: int = 0,
+    progress: ProgressHandle | None = None,
 ) -> SymbolicShapes:
-    """Run ``model`` at several input sizes and name the dims that vary."""
-    runner = Runner(model, specs)
+    """Run ``model`` at several input sizes and name the dims that vary.
+
+    ``batch_dim`` says which dim of the inputs is the batch (for naming);
+    ``progress`` advances once per forward.
+    """
+    runner = Runner(model, specs, progress)
     base = runner.run(specs)
     assert base is not None
+    tree = skeleton(runner.last_output)
     leaves = dict(leaf_specs(specs))
     dims: list[DimKey] = [(key, d) for key, spec in leaves.items() for d in range(len(spec.dims))]
     size = {dk: leaves[dk[0]].dims[dk[1]].size for dk in dims}
@@ -212,7 +295,9 @@ def infer(
                 break
         else:
             done.update(candidates[-1])  # these must keep their example sizes
-    return _assemble(runner, specs, leaves, base, groups, runs, input_names)
+    result = _assemble(runner, leaves, base, groups, runs, input_names, batch_dim)
+    result.output_tree = tree
+    return result
 
 
 def _try_group(
@@ -232,12 +317,12 @@ def _try_group(
 
 def _assemble(
     runner: Runner,
-    specs: Sequence[InputSpec],
     leaves: dict[LeafKey, InputSpec],
     base: list[tuple[str, torch.Tensor]],
     groups: list[list[DimKey]],
     runs: list[dict[int, list[tuple[str, torch.Tensor]]]],
     input_names: Sequence[str],
+    batch_dim: int,
 ) -> SymbolicShapes:
     symbol_of: dict[DimKey, str] = {}
     result = SymbolicShapes([], [], device=runner.device)
@@ -245,7 +330,8 @@ def _assemble(
     for group in groups:
         key, d = group[0]
         spec = leaves[key]
-        name = spec.dims[d].name or _default_name(spec, d, {o for (k, o) in variable if k == key})
+        varying = {o for (k, o) in variable if k == key}
+        name = spec.dims[d].name or _default_name(spec, d, varying, batch_dim)
         unique, n = name, 2
         while unique in result.symbols:
             unique, n = f"{name}_{n}", n + 1
@@ -256,7 +342,7 @@ def _assemble(
     for key, spec in leaves.items():
         index, keys = key
         label = input_names[index] if index < len(input_names) else f"input{index}"
-        label += "".join(f"[{p!r}]" for p in keys)
+        label += "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in keys)
         sizes = [dim.size for dim in spec.dims]
         names = [symbol_of.get((key, d), str(s)) for d, s in enumerate(sizes)]
         dtype = dtype_name(spec.torch_dtype()) if spec.dtype else "?"

@@ -14,7 +14,7 @@ from typing import Any
 
 from torchwise.errors import TorchwiseError
 from torchwise.model.summary import SCHEMA_VERSION, summarize
-from torchwise.target import InputSpec, ResolvedTarget, make_inputs
+from torchwise.target import InputSpec, ResolvedTarget, make_inputs, resolve_target
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def fit_exponent(sizes: Sequence[int], values: Sequence[int]) -> float | None:
 
 
 def scaling(
-    target: ResolvedTarget,
+    target: ResolvedTarget | str,
     dimension: str,
     sizes: Sequence[int],
     *,
@@ -87,7 +87,13 @@ def scaling(
     mode: str = "eval",
     flops_convention: str = "full",
 ) -> ScalingResult:
-    """Measure forward FLOPs and peak activation memory at each size of ``dimension``."""
+    """Measure forward FLOPs and peak activation memory at each size of ``dimension``.
+
+    ``target`` is a :class:`~torchwise.target.ResolvedTarget` or a target string
+    (``"zoo:llama-tiny"``), resolved on ``device`` with its default inputs.
+    """
+    if isinstance(target, str):
+        target = resolve_target(target, device=device)
     specs: list[InputSpec] = target.input_specs
     if not specs:
         raise TorchwiseError("--scaling needs input specs with a named dimension")

@@ -9,14 +9,14 @@ recorded in ``notes``.
 
 from __future__ import annotations
 
-import traceback
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
-from torchwise.errors import TorchwiseError
+from torchwise.errors import TorchwiseError, exception_line
 from torchwise.model.memory import TrainingMemory, training_memory
 from torchwise.model.trace import ForwardError, TraceResult, trace
 
@@ -232,9 +232,19 @@ def _run(
     return result
 
 
+#: A note quotes at most this much of an exception's first line.
+REASON_LENGTH = 160
+
+
 def _reason(error: ForwardError) -> str:
-    cause = error.__cause__
-    return traceback.format_exception_only(type(cause), cause)[-1].strip() if cause else str(error)
+    """Why a run failed, short enough for a note: the exception's first line, cut
+    before any tensor repr (FakeTensor's errors print whole tensors)."""
+    cause = error.__cause__ or error
+    line = exception_line(cause)
+    cut = re.search(r"\b(?:Fake)?[Tt]ensor\(|\bParameter containing", line)
+    if cut is not None:
+        line = line[: cut.start()].rstrip(" ,:(") + " ..."
+    return line if len(line) <= REASON_LENGTH else line[: REASON_LENGTH - 3] + "..."
 
 
 def summarize(

@@ -13,17 +13,16 @@ One ``TorchDispatchMode`` sees every aten op: it adds the op's FLOPs
 from __future__ import annotations
 
 import contextlib
-import traceback
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
-from torchwise.errors import TorchwiseError
+from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
 from torchwise.model.memory import LiveBytes, alive_bytes
@@ -64,8 +63,9 @@ class TraceResult:
     device: str
 
 
-class ForwardError(TorchwiseError):
-    """The model's forward raised; says in which submodule, with what shapes."""
+class ForwardError(UserCodeError):
+    """The model's forward raised: the one message for it (submodule, the user's
+    ``file:line``), with the shapes that submodule received as the hint."""
 
 
 def _shapes(values: Any) -> list[tuple[int, ...]]:
@@ -81,6 +81,41 @@ def _fmt_shapes(values: Any) -> str:
         if isinstance(t, torch.Tensor)
     ]
     return ", ".join(parts) or "no tensors"
+
+
+def _grouped_mm_shape_only(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    offs: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``_grouped_mm``'s output on meta/fake tensors, from shapes alone.
+
+    torch's meta kernel accepts only bfloat16 (it mirrors the CUDA kernel) while the
+    CPU kernel runs float32 too, so transformers' Mixtral cannot run on meta without
+    this. 2D x 3D: (M, N); 3D x 3D: (G, M, N); 3D x 2D: (M, N); 2D x 2D: (G, M, N)
+    with G the number of offsets.
+    """
+    if a.dim() == 2 and b.dim() == 2:
+        assert offs is not None
+        size = [offs.shape[0], a.shape[0], b.shape[1]]
+    elif a.dim() == 2:
+        size = [a.shape[0], b.shape[-1]]
+    elif b.dim() == 2:
+        size = [a.shape[1], b.shape[1]]
+    else:
+        size = [a.shape[0], a.shape[1], b.shape[-1]]
+    return torch.empty(size, dtype=out_dtype or a.dtype, device=a.device)
+
+
+#: Ops whose meta kernels are stricter than the CPU kernels they stand for.
+_SHAPE_ONLY: dict[Any, Any] = {torch.ops.aten._grouped_mm.default: _grouped_mm_shape_only}
+
+
+def _without_data(args: tuple[Any, ...]) -> bool:
+    return any(isinstance(a, FakeTensor) or (isinstance(a, torch.Tensor) and a.is_meta)
+               for a in args)  # fmt: skip
 
 
 class _Measure(Untouched):  # type: ignore[no-untyped-call]
@@ -127,7 +162,10 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
     ) -> Any:
         kwargs = kwargs or {}
         self.check(args, kwargs)
-        out = func(*args, **kwargs)
+        if func in _SHAPE_ONLY and _without_data(args):
+            out = _SHAPE_ONLY[func](*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
         kind = F.classify(func)
         if kind == "counted":
             n, attention = F.count(func, args, kwargs, out, self.is_activation)
@@ -151,6 +189,29 @@ class _Measure(Untouched):  # type: ignore[no-untyped-call]
                         self.records[name].pending.append((ref, nbytes))
         self.live.collect()
         return out
+
+
+def forward_error(
+    exc: BaseException,
+    model: torch.nn.Module,
+    work: torch.nn.Module,
+    failed: ModuleCall | None,
+    inputs: Any,
+) -> ForwardError:
+    """The one message for a forward that raised: which submodule, where in the user's
+    code, and (as the hint) the shapes that submodule received."""
+    where = None
+    if failed is not None and failed.name:
+        where = f"{failed.name} ({type(work.get_submodule(failed.name)).__name__})"
+    received = _fmt_shapes((failed.args, failed.kwargs) if failed else inputs)
+    error = ForwardError.from_exception(
+        exc,
+        doing=f"forward of {type(model).__name__}",
+        where=where,
+        hint=f"it received {received}; check that --input describes forward's arguments",
+    )
+    assert isinstance(error, ForwardError)  # from_exception builds cls
+    return error
 
 
 def _loss(output: Any) -> torch.Tensor | None:
@@ -212,12 +273,7 @@ def trace(
         except TorchwiseError:
             raise
         except Exception as exc:
-            failed = calls.failed
-            where = failed.name if failed is not None else ""
-            label = f"{where or '(root)'} ({type(work.get_submodule(where)).__name__})"
-            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            received = _fmt_shapes((failed.args, failed.kwargs) if failed else (args, kwargs))
-            raise ForwardError(f"forward failed in {label} with inputs {received}: {line}") from exc
+            raise forward_error(exc, model, work, calls.failed, (args, kwargs)) from exc
     saved = live.current
     flops_backward = None
     if backward and train:

@@ -1,0 +1,353 @@
+"""The zip route of ``torch.load``: which records it reads, in its order, with its checks.
+
+``torch.load`` on a file whose first four bytes are ``PK\\x03\\x04``:
+
+1. opens the archive with miniz (:mod:`torchwise.ckpt.zipdir`);
+2. takes the *first* directory entry's folder as the record prefix, and refuses an
+   archive with any member outside it (``getAllRecords``);
+3. reads ``.data/version`` or ``version`` (a number from 1 to 10);
+4. dispatches to ``torch.jit.load`` when a ``constants.pkl`` record exists: a
+   TorchScript archive, whose code runs;
+5. checks ``byteorder`` (``little`` or ``big``) and ``.storage_alignment``;
+6. unpickles ``data.pkl``, with ``torch.tensor`` mapped to ``torch._tensor``.
+
+A ``.pt2`` (``torch.export.save``) has no ``data.pkl``: ``torch.export.load``
+unpickles its pickled weights and constants (``weights_only=False``) and nested
+``torch.save`` archives. Every member other than a storage ``data.pkl`` points
+at is decoded as a pickle or opened as a nested archive, whatever its name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+from torchwise.ckpt.budgets import BudgetExceeded, Budgets, Meter
+from torchwise.ckpt.container import Container, PickleMember, WindowFile
+from torchwise.ckpt.opcodes import ByteStream
+from torchwise.ckpt.pickle_vm import run_pickle
+from torchwise.ckpt.values import PickleResult, Stop
+from torchwise.ckpt.zipdir import (
+    LOCAL_SIG,
+    ZipDirectory,
+    ZipError,
+    ZipMember,
+    read_directory,
+)
+from torchwise.ckpt.zipstream import MemberStream
+
+MAX_NESTING = 4
+_MIN_VERSION, _MAX_VERSION = 1, 10
+_TORCH_MODULE_MAPPING = {"torch.tensor": "torch._tensor"}
+_PROTO_HEADS = {bytes([0x80, p]) for p in range(6)}
+
+
+@dataclass
+class ZipContext:
+    raw: ByteStream
+    size: int
+    meter: Meter
+    #: decode the start of every storage that begins like a pickle (scan), or read none (inspect)
+    probe_storages: bool
+    depth: int = 0
+    prefix: str = ""  # "outer.pt!" for a nested archive's members
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.meter.budgets
+
+
+@dataclass
+class TorchRecords:
+    """The archive as PyTorchStreamReader sees it: a prefix and records under it."""
+
+    directory: ZipDirectory
+    prefix: bytes
+    #: getAllRecords(): every name with the prefix stripped, cut at a NUL byte
+    names: list[bytes]
+
+    def find(self, name: str) -> ZipMember | None:
+        """hasRecord/getRecord: miniz's case-insensitive lookup of prefix + name."""
+        return self.directory.locate(self.prefix + name.encode())
+
+
+def read_torch_zip(container: Container, ctx: ZipContext) -> None:
+    """Fill ``container`` from the zip at ``ctx.raw`` (its first 4 bytes are PK\\x03\\x04)."""
+    container.format = "zip"
+    try:
+        directory = read_directory(ctx.raw, ctx.size)
+    except ZipError as exc:
+        container.reject(f"torch.load cannot open the zip archive: {exc}")
+        return
+    for trick in directory.tricks:
+        container.trick(trick.message, ctx.prefix + "zip structure", trick.offset, "zip-confusion")
+    records = _records(container, directory)
+    consumed: set[int] = set()
+    archive_format = _small_record(ctx, records.find("archive_format"))
+    if archive_format is not None and archive_format.strip() == b"pt2":
+        container.format = "pt2"
+    elif b"constants.pkl" in records.names:
+        container.format = "torchscript"
+        container.trick(
+            "a TorchScript archive: torch.load hands it to torch.jit.load, which compiles "
+            "and runs the TorchScript code in it",
+            ctx.prefix + "code/",
+            0,
+            "torchscript",
+        )
+    else:
+        container.format = "torch-zip"
+    if container.format != "pt2":
+        _check_records(container, ctx, records)
+    data = records.find("data.pkl")
+    if data is not None:
+        consumed.add(data.index)
+        decoded = _decode_member(container, ctx, data, role="data", loaded=True)
+        if decoded is not None:
+            _mark_storages(container, ctx, records, decoded.result, consumed)
+    elif container.format == "torch-zip":
+        container.reject("the archive has no data.pkl (torch.load reads <prefix>/data.pkl)")
+        container.format = "zip"
+    if container.format == "pt2":
+        _read_pt2_configs(container, ctx, records)
+    for member in directory.members:
+        if member.index not in consumed:
+            _probe(container, ctx, member, payload=container.format == "pt2")
+
+
+def _records(container: Container, directory: ZipDirectory) -> TorchRecords:
+    first = directory.members[0].raw_name if directory.members else b""
+    if b"/" not in first:
+        container.reject(f"the first member {first!r} is not in a folder (torch.load refuses it)")
+        return TorchRecords(directory, b"\0", [])
+    prefix = first.split(b"/", 1)[0] + b"/"
+    names: list[bytes] = []
+    for member in directory.members:
+        c_name = member.raw_name.split(b"\0", 1)[0]
+        if not c_name.startswith(prefix):
+            container.reject(
+                f"member {member.name!r} is outside the folder {prefix.decode(errors='replace')} "
+                "(torch.load refuses it)"
+            )
+        names.append(c_name[len(prefix) :])
+    container.metadata["record_prefix"] = prefix.decode("utf-8", "replace")
+    return TorchRecords(directory, prefix, names)
+
+
+def _small_record(ctx: ZipContext, member: ZipMember | None) -> bytes | None:
+    """The bytes of a small text record, or None when miniz could not extract it."""
+    if member is None or ZipDirectory([]).check_extractable(member) or member.size > 4096:
+        return None
+    try:
+        stream = MemberStream(ctx.raw, member, 4096)
+        data = stream.read()
+    except (ZipError, BudgetExceeded):
+        return None
+    return None if stream.extraction_error() else data
+
+
+def _check_records(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
+    version_member = records.find(".data/version") or records.find("version")
+    if version_member is None:
+        container.reject("the archive has no version record (torch.load refuses it)")
+    else:
+        version = _small_record(ctx, version_member)
+        number = _stoull(version or b"")
+        if number is None or not _MIN_VERSION <= number <= _MAX_VERSION:
+            container.reject(f"version record {version!r}: torch.load reads versions 1 to 10")
+    if records.find("byteorder") is not None:
+        value = _small_record(ctx, records.find("byteorder"))
+        if value not in (b"little", b"big"):
+            container.reject(f"byteorder record {value!r} (torch.load wants little or big)")
+        else:
+            container.metadata["byteorder"] = value.decode()
+    if records.find(".storage_alignment") is not None:
+        value = _small_record(ctx, records.find(".storage_alignment")) or b""
+        try:
+            int(value)
+        except ValueError:
+            container.reject(f".storage_alignment {value!r} is not a number (torch.load fails)")
+
+
+def _stoull(text: bytes) -> int | None:
+    """``std::stoull``: leading whitespace, an optional sign, base-10 digits, then anything."""
+    stripped = text.lstrip(b" \t\n\v\f\r")
+    negative = stripped[:1] == b"-"
+    if stripped[:1] in (b"+", b"-"):
+        stripped = stripped[1:]
+    digits = len(stripped) - len(stripped.lstrip(b"0123456789"))
+    if not digits:
+        return None
+    value = int(stripped[:digits])
+    return (2**64 - value) % 2**64 if negative else value
+
+
+def _decode_member(
+    container: Container,
+    ctx: ZipContext,
+    member: ZipMember,
+    role: str,
+    loaded: bool,
+    weak: bool = False,
+) -> PickleMember | None:
+    """Decode ``member`` as a pickle. ``weak``: it may be plain data, and then None comes back
+    (it holds a pickle only if it decodes to STOP, or imports or calls something first)."""
+    refusal = ZipDirectory([]).check_extractable(member)
+    if refusal is not None and loaded:
+        container.reject(f"torch.load cannot extract it: {refusal}")
+    try:
+        stream = MemberStream(ctx.raw, member, ctx.budgets.max_bytes)
+    except BudgetExceeded as exc:
+        result = PickleResult(None, 0, [], [], [], [], 0, 0, 0)
+        result.stop = Stop(f"too large to vet: {exc}", 0, "budget")
+        found = PickleMember(ctx.prefix + member.name, role, loaded, result)
+        container.pickles.append(found)
+        return found
+    except ZipError as exc:
+        if loaded:
+            container.reject(f"torch.load cannot extract it: {exc}")
+        return None
+    mapping = _TORCH_MODULE_MAPPING if role == "data" else None
+    result = run_pickle(
+        stream, 0, meter=ctx.meter, size=member.size, seekable=False, module_mapping=mapping
+    )
+    if weak and not _holds_pickle(result):
+        return None
+    if loaded and (result.stop is None or result.stop.kind != "budget"):
+        while stream.read(1 << 20):  # miniz extracts the whole member before torch unpickles
+            pass
+        error = stream.extraction_error()
+        if error is not None:
+            container.reject(f"torch.load cannot extract {member.name}: {error}")
+        elif stream.crc != member.crc:
+            container.trick(
+                f"its CRC-32 is {member.crc:#010x}, its data's {stream.crc:#010x}: torch does not "
+                "check it, Python's zipfile refuses the member (corruption, or a trick to blind "
+                "scanners built on zipfile)",
+                ctx.prefix + member.name,
+                member.header_offset,
+                "bad-checksum",
+                severity="warning",
+            )
+    found = PickleMember(ctx.prefix + member.name, role, loaded, result)
+    container.pickles.append(found)
+    return found
+
+
+def _holds_pickle(result: PickleResult) -> bool:
+    """By content: it decodes to STOP, or gets as far as importing something importable.
+
+    A text member that happens to start with ``c`` ("class Foo:", "cuda: true") reads
+    as a GLOBAL of module "lass Foo:"; no unpickler can import that, so it is data.
+    """
+    if result.complete or result.anomalies:
+        return True
+    return any(_importable(glob.module) and _importable(glob.name) for glob in result.globals)
+
+
+def _importable(dotted: str) -> bool:
+    return all(part.isidentifier() for part in dotted.split("."))
+
+
+def _mark_storages(
+    container: Container,
+    ctx: ZipContext,
+    records: TorchRecords,
+    data: PickleResult,
+    consumed: set[int],
+) -> None:
+    for ref in data.persistent_ids:
+        pid = ref.pid
+        if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage"):
+            continue
+        key = str(pid[2])
+        member = records.find(f"data/{key}")
+        if member is None or member.index in consumed:
+            continue
+        consumed.add(member.index)
+        container.storages[key] = member.size
+        container.storage_members[key] = member.name
+        if ctx.probe_storages and _starts_like_pickle(ctx, member):
+            # torch reads a storage as raw bytes; one that is also a pickle is a payload
+            # for whatever else might unpickle it.
+            _decode_member(container, ctx, member, role="extra", loaded=False, weak=True)
+
+
+def _starts_like_pickle(ctx: ZipContext, member: ZipMember) -> bool:
+    if member.size < 2 or member.data_offset < 0:
+        return False
+    try:
+        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read(2)
+    except (ZipError, BudgetExceeded):
+        return False
+    return head in _PROTO_HEADS
+
+
+def _probe(container: Container, ctx: ZipContext, member: ZipMember, payload: bool) -> None:
+    """Any other member: a nested archive, a pickle, or data."""
+    if member.is_directory or member.size == 0 or member.data_offset < 0:
+        return
+    try:
+        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read(4)
+    except BudgetExceeded as exc:
+        container.trick(f"member too large to vet: {exc}", ctx.prefix + member.name, 0, "too-large")
+        return
+    except ZipError:
+        return
+    if head == LOCAL_SIG:
+        _nested(container, ctx, member)
+        return
+    if payload and member.raw_name.endswith(b".so"):
+        container.trick(
+            "a compiled shared library: torch._inductor.aoti_load_package loads and runs it",
+            ctx.prefix + member.name,
+            0,
+            "native-code",
+        )
+        return
+    role = "payload" if payload else "extra"
+    _decode_member(container, ctx, member, role=role, loaded=payload, weak=True)
+
+
+def _nested(container: Container, ctx: ZipContext, member: ZipMember) -> None:
+    where = ctx.prefix + member.name
+    if ctx.depth + 1 > MAX_NESTING:
+        container.trick(
+            f"archives nested more than {MAX_NESTING} deep: too deep to vet", where, 0, "too-large"
+        )
+        return
+    inner: ByteStream
+    if member.method == 0:
+        inner = WindowFile(ctx.raw, member.data_offset, member.size)
+    else:
+        try:
+            inner = io.BytesIO(MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read())
+        except BudgetExceeded as exc:
+            container.trick(f"nested archive too large to vet: {exc}", where, 0, "too-large")
+            return
+    child = Container(container.path, "zip", file_size=member.size)
+    sub = ZipContext(inner, member.size, ctx.meter, ctx.probe_storages, ctx.depth + 1, where + "!")
+    read_torch_zip(child, sub)
+    container.notes.append(f"nested archive {where} ({child.format})")
+    container.pickles += child.pickles
+    container.tricks += child.tricks
+
+
+def _read_pt2_configs(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
+    """Tensors a .pt2 describes in JSON: data/weights/*_config.json, data/constants/*."""
+    for name in records.names:
+        member = records.find(name.decode("utf-8", "replace"))
+        if member is None or not (name.startswith(b"data/") and name.endswith(b"_config.json")):
+            continue
+        if records.directory.check_extractable(member) or member.size > ctx.budgets.max_bytes:
+            continue
+        try:
+            config = json.loads(MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read())
+        except (ValueError, ZipError, BudgetExceeded):
+            container.notes.append(f"{member.name} is not valid JSON")
+            continue
+        if isinstance(config, dict) and isinstance(config.get("config"), dict):
+            section = name.decode("utf-8", "replace").split("/")[1]
+            for key, entry in config["config"].items():
+                container.described[f"{section}:{key}"] = entry

@@ -1,0 +1,76 @@
+"""Limits on the work one file may cost, so a hostile file cannot stall a scan.
+
+A zip member can inflate 1000:1, a pickle can be 200 million MARK opcodes, and
+the memo can be asked to hold a billion entries. Every limit has a default that
+no real checkpoint comes near (a state dict costs about 30 opcodes a tensor, so
+2 million opcodes is some 60,000 tensors with their optimizer state) and a CLI
+flag. Exceeding one is not an error: it ends the file with the verdict **unsafe: too large to vet**,
+because torch would go on unpickling what we could not look at.
+
+The limits that decide a verdict are deterministic counts (bytes, opcodes, memo
+entries, nesting); wall time is a last safety net only, so a verdict never
+depends on how loaded the machine is unless a file is pathological anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Budgets:
+    #: decompressed bytes of one pickle stream (skipped byte strings included)
+    max_bytes: int = 1024 * MIB
+    #: opcodes decoded in one file, over all its pickles (each can create an object the
+    #: scan holds: 2 million keeps a bomb of empty dicts near 200 MB)
+    max_opcodes: int = 2_000_000
+    #: memo entries of one pickle
+    max_memo: int = 1_000_000
+    #: open MARKs at once (the unpickler's mark stack; nested containers in protocols 0-1)
+    max_depth: int = 2_000
+    #: wall-clock seconds for one file (a safety net; the counts above decide first)
+    max_seconds: float = 60.0
+
+    #: CLI flag -> field, in the order ``--help`` lists them
+    FLAGS = (
+        ("--max-bytes", "max_bytes", "decompressed bytes per pickle"),
+        ("--max-opcodes", "max_opcodes", "pickle opcodes per file"),
+        ("--max-memo", "max_memo", "memo entries per pickle"),
+        ("--max-depth", "max_depth", "nested MARKs per pickle"),
+        ("--max-seconds", "max_seconds", "seconds per file"),
+    )
+
+
+DEFAULT_BUDGETS = Budgets()
+
+
+class BudgetExceeded(Exception):
+    """A limit was reached: the file is too large to vet."""
+
+    def __init__(self, what: str, limit: float, offset: int = -1) -> None:
+        super().__init__(f"{what} exceeds the limit of {limit:,}")
+        self.what = what
+        self.limit = limit
+        self.offset = offset
+
+
+@dataclass
+class Meter:
+    """Counts the work done on one file against its :class:`Budgets`."""
+
+    budgets: Budgets = DEFAULT_BUDGETS
+    opcodes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def charge_opcodes(self, n: int, offset: int) -> None:
+        self.opcodes += n
+        if self.opcodes > self.budgets.max_opcodes:
+            raise BudgetExceeded("the number of opcodes", self.budgets.max_opcodes, offset)
+        self.check_time(offset)
+
+    def check_time(self, offset: int = -1) -> None:
+        if time.monotonic() - self.started > self.budgets.max_seconds:
+            raise BudgetExceeded("the time spent (seconds)", self.budgets.max_seconds, offset)
