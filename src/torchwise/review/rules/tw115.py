@@ -14,20 +14,22 @@ from torchwise.review.context import Context
 from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import Effects, position
-from torchwise.review.rules._util import constant, keyword
+from torchwise.review.rules._util import constant, in_test_code, keyword
 
 #: Datasets that cannot be shuffled by a DataLoader (iterable, streamed, sharded).
 _ITERABLE = re.compile(r"iter|stream|shard|wds|webdataset|pipe|generator", re.I)
+_SYNTHETIC = re.compile(r"random|fake|dummy|synthetic|toy|mock", re.I)
 _DEVICE_TEST = re.compile(r"cuda|gpu|accel|device|mps", re.I)
 
 
 @dataclass
 class _Dict:
     """What a kwargs dict holds for `shuffle`: True unconditionally, or only
-    under some conditions (their texts)."""
+    under some conditions (their texts); or a sampler, or an explicit False."""
 
     shuffled: bool = False
     conditions: list[str] = field(default_factory=list)
+    decided: bool = False  # a sampler, or shuffle=False written out
 
 
 @dataclass
@@ -97,7 +99,7 @@ class UnshuffledTrainingLoader(Rule):
             if isinstance(target, ast.Name):
                 shuffled = _dict_shuffles(node.value)
                 if shuffled is not None:
-                    self.dicts[(region, target.id)] = _Dict()
+                    self.dicts[(region, target.id)] = _Dict(decided=_dict_decides(node.value))
                     if shuffled:
                         self._shuffle(ctx, region, target.id)
             elif (
@@ -122,6 +124,11 @@ class UnshuffledTrainingLoader(Rule):
             target = ctx.dotted(func.value)
             source = node.args[0]
             if target is not None and (region, target) in self.dicts:
+                if _dict_decides(source) or (
+                    isinstance(source, ast.Name)
+                    and self.dicts.get((region, source.id), _Dict()).decided
+                ):
+                    self.dicts[(region, target)].decided = True
                 merged = _dict_shuffles(source)
                 if merged is None and isinstance(source, ast.Name):
                     other = self.dicts.get((region, source.id))
@@ -142,16 +149,25 @@ class UnshuffledTrainingLoader(Rule):
             self.loaders.append(_Loader(node, name, region, condition or None))
 
     def _excused(self, node: ast.Call, ctx: Context) -> bool:
+        if in_test_code(ctx):
+            return True
         if any(keyword(node, k) is not None for k in ("sampler", "batch_sampler")):
             return True
         dataset = node.args[0] if node.args else getattr(keyword(node, "dataset"), "value", None)
-        return dataset is None or bool(_ITERABLE.search(ctx.text(dataset)))
+        if dataset is None:
+            return True
+        text = ctx.text(dataset)
+        if isinstance(dataset, ast.Name):
+            found = ctx.lookup(dataset.id)
+            origin = found.origin if found is not None else None
+            text += " " + (origin or "")
+        return bool(_ITERABLE.search(text) or _SYNTHETIC.search(text))
 
     def _shuffle_condition(self, node: ast.Call, region: int) -> str | bool:
         """False: shuffled (or unknown); "": never shuffled; else the condition."""
         shuffle = keyword(node, "shuffle")
         if shuffle is not None:
-            return "" if constant(shuffle.value) is False else False
+            return False  # shuffle=False written out is a decision; a variable, unknown
         if len(node.args) >= 3:
             return "" if constant(node.args[2]) is False else False
         splats = [k.value for k in node.keywords if k.arg is None]
@@ -159,8 +175,8 @@ class UnshuffledTrainingLoader(Rule):
             return ""
         for splat in splats:
             known = self.dicts.get((region, splat.id)) if isinstance(splat, ast.Name) else None
-            if known is None or known.shuffled:
-                return False  # built elsewhere, or shuffled: not ours to judge
+            if known is None or known.shuffled or known.decided:
+                return False  # built elsewhere, shuffled, sampled or decided: not ours to judge
             device_only = [c for c in known.conditions if _DEVICE_TEST.search(c)]
             if device_only:
                 return device_only[0]
@@ -234,6 +250,22 @@ def _passes_to_training(call: F.CallEvent, name: str, ctx: Context) -> bool:
 
 def _region(ctx: Context) -> int:
     return id(ctx.function) if ctx.function is not None else 0
+
+
+def _dict_decides(value: ast.expr) -> bool:
+    """A dict literal (or ``dict(...)``) naming a sampler, or ``shuffle=False``."""
+    if isinstance(value, ast.Dict):
+        pairs = [(constant(k), v) for k, v in zip(value.keys, value.values, strict=True) if k]
+    elif (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict"
+    ):
+        pairs = [(item.arg, item.value) for item in value.keywords]
+    else:
+        return False
+    return any(
+        key in {"sampler", "batch_sampler"} or (key == "shuffle" and constant(item) is False)
+        for key, item in pairs
+    )
 
 
 def _dict_shuffles(value: ast.expr) -> bool | None:
