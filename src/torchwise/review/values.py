@@ -24,6 +24,12 @@ _LOSS_FUNCTIONS = re.compile(
     r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div)$"
 )
 
+#: torch functions whose result is not "more of" their tensor arguments: the
+#: gradients of a loss are not a loss.
+_NOT_OF_ITS_ARGUMENTS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+#: torch functions that gather their tensor arguments into one with an extra dimension.
+_BATCHING = frozenset({"torch.stack", "torch.cat", "torch.tensor", "torch.as_tensor"})
+
 # Fallback kinds from conventional names, used only when no assignment told us.
 _NAME_KINDS = (
     (re.compile(r"(^|_)(lr_)?sched(uler)?s?$|lr_scheduler$"), F.SCHEDULER),
@@ -238,8 +244,14 @@ class ValueReader:
                 return Value(F.MODULE if is_module else None, origin=qualname, node=call)
         kind = kind_from_callee(qualname)
         if kind is None:
-            if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1][:1].islower():
+            if (
+                qualname.startswith("torch.")
+                and qualname.rsplit(".", 1)[-1][:1].islower()
+                and qualname not in _NOT_OF_ITS_ARGUMENTS
+            ):
                 combined = self._combine_all(call.args)  # torch.sum(loss), torch.cat([...])
+                if combined is not None and combined.kind == F.LOSS and qualname in _BATCHING:
+                    return combined.but(kind=F.TENSOR)  # losses stacked: a vector, not a loss
                 if combined is not None:
                     return combined
             # Unknown here, but the index may know it: keep where it came from.

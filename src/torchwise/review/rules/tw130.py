@@ -63,6 +63,8 @@ class IndexOfScalarLoss(Rule):
         value = ctx.value_of(base)
         if value is None or value.kind != F.LOSS or "unreduced" in value.flags:
             return
+        if "guessed" in value.flags and value.origin is not None:
+            return  # named like a loss, built by something else: `loss = torch.zeros(2)`
         if not isinstance(node.ctx, ast.Load):
             return
         text = ctx.text(base)
