@@ -130,6 +130,21 @@ def test_notebook_findings_name_the_cell(project: Path) -> None:
     )
 
 
+def test_notebook_shell_escapes_continued_and_cell_magics_are_not_python(project: Path) -> None:
+    (project / "nb.ipynb").write_text(
+        _notebook(
+            [
+                ("code", "!pip install -q \\\n    torch \\\n    peft\nimport torch\n"),
+                ("code", "%%bash\nif [ -d x ]; then\n  echo yes\nfi\n"),
+                ("code", "scaler = torch.cuda.amp.GradScaler()\n"),
+            ]
+        )
+    )
+    result = run("nb.ipynb", "--no-cache")
+    assert "TW000" not in result.stdout
+    assert "nb.ipynb:cell 3:1:10: TW401" in result.stdout
+
+
 def test_gitignored_and_virtualenv_files_are_skipped(project: Path) -> None:
     (project / ".gitignore").write_text("generated/\nscratch_*.py\n")
     for relative in ("generated/model.py", "scratch_1.py", ".venv/lib/site.py", "build/x.py"):
