@@ -20,6 +20,7 @@ from torchwise.review.rules._loops import (
     regions,
 )
 from torchwise.review.rules._training import _loop_calls
+from torchwise.review.rules._util import in_test_code
 
 
 @rule
@@ -83,8 +84,11 @@ class MissingZeroGrad(Rule):
                     ),
                     None,
                 )
-                if step_loop is not None and not self._zeroes(
-                    step_loop.calls, step_loop.node, effects
+                if (
+                    step_loop is not None
+                    and not self._zeroes(step_loop.calls, step_loop.node, effects)
+                    and not _optimises_fresh_tensors(step_loop.node, ctx)
+                    and not in_test_code(ctx)
                 ):
                     ctx.report(self, backward.node)
 
@@ -107,6 +111,8 @@ class MissingZeroGrad(Rule):
             for loop in loops
             if any(local_callee(call) == function.name for call in loop.calls)
         ]
+        if in_test_code(ctx):
+            return
         if callers and not any(self._zeroes(loop.calls, loop.node, effects) for loop in callers):
             ctx.report(self, backward.node)
 
@@ -115,3 +121,25 @@ class MissingZeroGrad(Rule):
             return True
         first, last = region.lineno, region.end_lineno or region.lineno  # type: ignore[attr-defined]
         return any(first <= node.lineno <= last for node in self.grad_resets)  # type: ignore[attr-defined]
+
+
+def _optimises_fresh_tensors(loop: ast.AST, ctx: Context) -> bool:
+    """The loop builds its optimizer each iteration over tensors it also creates
+    there (`x = z.detach().clone()`, `opt = SGD([x])`): nothing carries over."""
+    created: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign):
+            created.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(loop):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        name = ctx.call_name(node) or ""
+        params = node.args[0]
+        if (
+            name.startswith("torch.optim.")
+            and isinstance(params, ast.List)
+            and params.elts
+            and all(isinstance(e, ast.Name) and e.id in created for e in params.elts)
+        ):
+            return True
+    return False
