@@ -37,3 +37,30 @@ def test_accumulating_outside_a_training_loop_is_not_flagged() -> None:
         "    return total\n"
     )
     assert _codes(loss_function, "TW106") == []
+
+
+def test_load_of_allowlisted_classes_is_not_said_to_fail() -> None:
+    source = (
+        "import torch\n"
+        "from model import Net\n"
+        "with torch.serialization.safe_globals([Net]):\n"
+        "    model = torch.load('model.pth')\n"
+        "model.eval()\n"
+    )
+    assert _codes(source, "TW416") == []
+    plain = source.replace("with torch.serialization.safe_globals([Net]):\n    ", "")
+    assert _codes(plain, "TW416") == [3]
+
+
+def test_test_modules_are_not_training_code() -> None:
+    source = (
+        "import torch\n"
+        "def test_step(model, batches):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x in batches:\n"
+        "        model(x).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    assert _codes(source, "TW101") == [5]
+    in_tests = review_source(source, "tests/test_model.py", ReviewSettings(select=("TW101",)))
+    assert [f.code for f in in_tests] == []

@@ -17,6 +17,12 @@ from torchwise.review.rules._loads import (
 from torchwise.review.rules._util import has_kwargs_splat, is_false, is_true
 
 
+#: Calls that let a weights_only load rebuild the classes they name.
+_ALLOWLISTS = frozenset(
+    {"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"}
+)
+
+
 @rule
 class LoadFailsWithWeightsOnly(Rule):
     """## What it does
@@ -69,6 +75,8 @@ class LoadFailsWithWeightsOnly(Rule):
     )
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        if any(call.qualname in _ALLOWLISTS for call in module.calls):
+            return  # the file allowlists classes for weights_only loads: they may well load
         for load in module.loads.values():
             node = load.node
             weights_only = explicit_weights_only(node)
