@@ -78,9 +78,30 @@ def self_attribute(target: ast.AST) -> str | None:
     return None
 
 
+_STATELESS = re.compile(
+    r"torch\.nn\.(\w+Loss|ReLU\d*|LeakyReLU|GELU|SiLU|Mish|Tanh|Sigmoid|Softmax\d*d?|"
+    r"LogSoftmax|Softplus|ELU|SELU|Hardswish|Hardtanh|Identity|Flatten|Unflatten)$"
+)
+
+
+def _stateless(ctx: Context, element: ast.expr) -> bool:
+    """A module with no parameters, buffers or mode (a loss without class
+    weights, an activation): leaving it unregistered loses nothing."""
+    if not isinstance(element, ast.Call):
+        return False
+    name = ctx.call_name(element) or ""
+    weighted = element.args if name.endswith("Loss") else []
+    return bool(_STATELESS.match(name)) and not weighted and not any(
+        k.arg in {"weight", "pos_weight"} for k in element.keywords
+    )
+
+
 def _all_modules(ctx: Context, elements: list[ast.expr] | None) -> str | None:
-    """ "submodule"/"parameter" when every element creates one of those."""
+    """ "submodule"/"parameter" when every element creates one of those (and
+    not all of them are stateless)."""
     kinds = {creates_module(ctx, element) for element in elements or ()}
+    if elements and all(_stateless(ctx, element) for element in elements):
+        return None
     return kinds.pop() if len(kinds) == 1 and None not in kinds else None
 
 
