@@ -19,6 +19,7 @@ from torchwise.review.rules._tensors import (
     passes_device,
 )
 from torchwise.review.rules._util import (
+    in_test_code,
     is_true,
     keyword,
 )
@@ -74,6 +75,8 @@ class CreatedThenMoved(Rule):
             return  # building from host data copies it either way
         if is_true(getattr(keyword(node, "requires_grad"), "value", None)):
             return  # TW126: a bug, not just slow
+        if keyword(node, "generator") is not None or in_test_code(ctx):
+            return  # drawn on the CPU's generator on purpose (same numbers on any device); tests
         move = chained_method(ctx, node)
         if move is None or _moved_to(ctx, move) is None:
             return
