@@ -11,6 +11,7 @@ from torchwise.review.context import Context
 from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import (
+    in_test_code,
     is_true,
     keyword,
 )
@@ -51,5 +52,5 @@ class TrustRemoteCode(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         item = keyword(node, "trust_remote_code")
-        if item is not None and is_true(item.value):
-            ctx.report(self, item)
+        if item is not None and is_true(item.value) and not in_test_code(ctx):
+            ctx.report(self, item)  # tests of remote-code loading use pinned test repositories
