@@ -319,6 +319,20 @@ def test_a_top_level_training_script_that_never_seeds() -> None:
     assert codes(source, "TW604") == [(3, "TW604")]
 
 
+def test_a_launcher_given_the_seed_seeds() -> None:
+    source = """\
+        import colossalai
+        import torch
+
+        colossalai.launch_from_torch(config={}, seed=args.seed)
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """
+    assert codes(source, "TW604") == []
+
+
 def test_training_through_an_instance_method() -> None:
     source = """\
         class Agent:

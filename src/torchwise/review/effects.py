@@ -98,7 +98,8 @@ def is_seed(call: F.CallEvent) -> bool:
     """A call that seeds a global generator (a local ``torch.Generator`` does not)."""
     name = call.qualname or call.method or _called_name(call.node) or ""
     if "seed" not in name.lower():
-        return False
+        # A launcher or trainer handed the seed: `colossalai.launch(seed=...)`.
+        return any(k.arg == "seed" for k in call.node.keywords)
     receiver = call.receiver_value
     return receiver is None or receiver.origin not in _LOCAL_GENERATORS
 
