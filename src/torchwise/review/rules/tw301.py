@@ -23,6 +23,7 @@ from torchwise.review.rules._util import (
     add_keyword,
     has_kwargs_splat,
     in_compat_code,
+    in_test_code,
     is_false,
 )
 from torchwise.review.settings import DEFAULT_MIN_TORCH
@@ -93,6 +94,8 @@ class TorchLoadUnsafe(Rule):
         callee = qualname.replace("torch.serialization.load", "torch.load")
         if in_compat_code(ctx, catching=_RETRY_ERRORS):
             return  # `except TypeError: torch.load(f)`: the retry for torch without weights_only
+        if in_test_code(ctx):
+            return  # a test loads the file it has just written
         weights_only = _argument(node, "weights_only", _TORCH_LOADERS[qualname])
         if weights_only is not None:
             if is_false(weights_only):
