@@ -12,6 +12,7 @@ from torchwise.review.context import Context
 from torchwise.review.findings import Applicability, Edit, Fix, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import creates_module, self_attribute
+from torchwise.review.rules._util import in_test_code
 
 
 @rule
@@ -77,6 +78,8 @@ class ForwardCalledDirectly(Rule):
             return
         if ctx.qualname(receiver) is not None:
             return  # nn.Linear.forward(self, x): an explicit base-class call
+        if in_test_code(ctx) or _passes_everything_through(node, ctx):
+            return
         attr = self_attribute(receiver)
         known = attr is not None and ctx.classes and (ctx.classes[-1][0].name, attr) in self.modules
         if not known and ctx.kind_of(receiver) != F.MODULE:
@@ -85,3 +88,16 @@ class ForwardCalledDirectly(Rule):
         start, end = ctx.span(func)
         fix = Fix(f"Call `{text}(...)`", (Edit(start, end, text),), Applicability.UNSAFE)
         ctx.report(self, node, fix=fix, receiver=text)
+
+
+def _passes_everything_through(node: ast.Call, ctx: Context) -> bool:
+    """`def forward(self, *args, **kwargs): return self.model.forward(*args, **kwargs)`:
+    a wrapper handing its own call on; the wrapper is the module the hooks ran on."""
+    function = ctx.function
+    return (
+        function is not None
+        and function.name == "forward"
+        and bool(node.args or node.keywords)
+        and all(isinstance(arg, ast.Starred) for arg in node.args)
+        and all(keyword.arg is None for keyword in node.keywords)
+    )
