@@ -8,13 +8,14 @@ from __future__ import annotations
 import ast
 
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Severity
+from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import module_method, self_attribute
 from torchwise.review.rules._tensors import (
     produces_tensor,
 )
 from torchwise.review.rules._util import (
+    in_test_code,
     replace_fix,
 )
 
@@ -69,15 +70,39 @@ class TensorAttribute(Rule):
     message = "tensor `self.{attr}` is not a buffer: `.to()` and `state_dict()` ignore it"
     fix = Applicability.UNSAFE
 
+    def __init__(self) -> None:
+        # (class, attribute) -> the __init__ assignment and its fix
+        self.candidates: dict[tuple[str, str], tuple[ast.Assign, Fix | None]] = {}
+        self.reassigned: set[tuple[str, str]] = set()
+
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         function = ctx.function
-        if function is None or function.name != "__init__" or len(node.targets) != 1:
+        cls = module_method(ctx)
+        if function is None or cls is None or len(node.targets) != 1:
             return
         attr = self_attribute(node.targets[0])
-        if attr is None or module_method(ctx) is None or not produces_tensor(ctx, node.value):
+        if attr is None:
+            return
+        if function.name != "__init__":
+            # Re-assigned by hand (`self.grid = make_grid(x).to(x.device)`): the
+            # module manages where it lives itself.
+            self.reassigned.add((cls.name, attr))
+            return
+        if attr in _FRAMEWORK_ATTRIBUTES or in_test_code(ctx):
+            return
+        if not produces_tensor(ctx, node.value):
             return
         text = f'self.register_buffer("{attr}", {ctx.text(node.value)}, persistent=False)'
         fix = replace_fix(
             ctx, node, text, "Register it as a non-persistent buffer", Applicability.UNSAFE
         )
-        ctx.report(self, node, fix=fix, attr=attr)
+        self.candidates[(cls.name, attr)] = (node, fix)
+
+    def leave_module(self, module: object, ctx: Context) -> None:
+        for (cls, attr), (node, fix) in self.candidates.items():
+            if (cls, attr) not in self.reassigned:
+                ctx.report(self, node, fix=fix, attr=attr)
+
+
+#: Plain tensors a framework reads by name: Lightning's example input.
+_FRAMEWORK_ATTRIBUTES = frozenset({"example_input_array"})
