@@ -64,3 +64,28 @@ def test_test_modules_are_not_training_code() -> None:
     assert _codes(source, "TW101") == [5]
     in_tests = review_source(source, "tests/test_model.py", ReviewSettings(select=("TW101",)))
     assert [f.code for f in in_tests] == []
+
+
+def test_models_from_pretrained_are_in_eval_mode() -> None:
+    source = (
+        "import torch\n"
+        "from transformers import AutoModelForImageClassification\n"
+        "model = AutoModelForImageClassification.from_pretrained('vit')\n"
+        "with torch.no_grad():\n"
+        "    logits = model(pixels).logits\n"
+    )
+    assert _codes(source, "TW104") == []
+
+
+def test_a_flag_call_followed_by_eval_is_not_flagged() -> None:
+    source = (
+        "import torch\n"
+        "class Trainer:\n"
+        "    def wrap(self, model, training=True):\n"
+        "        out = model(torch.zeros(1))\n"
+        "        return model\n"
+        "    def evaluate(self):\n"
+        "        model = self.wrap(self.model, training=False)\n"
+        "        model.eval()\n"
+    )
+    assert _codes(source, "TW104") == []

@@ -27,7 +27,7 @@ from torchwise.review.rules._loops import (
     position,
     top_level_calls,
 )
-from torchwise.review.rules._util import is_false
+from torchwise.review.rules._util import in_test_code, is_false
 
 
 @rule
@@ -88,7 +88,12 @@ class EvaluationWithoutEval(Rule):
             self.top_level_no_grad.append(node)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        if in_test_code(ctx):
+            return  # a test runs a model in whichever mode it is checking
         effects = Effects(module, ctx)
+        trains = any(
+            effects.call_does(c, effect) for c in module.calls for effect in ("train", "backward")
+        )
         eval_callers = functions_called_after_eval(module, ctx)
         for function in module.functions:
             if function.in_module_class or not is_evaluation_function(function):
@@ -103,6 +108,8 @@ class EvaluationWithoutEval(Rule):
                 continue
             if function.name in eval_callers or not models_differ(models, ctx):
                 continue
+            if not trains and _loaded_in_eval_mode(models):
+                continue
             ctx.report(self, def_line(function.node), what=f"`{function.name}()`")
         self._flag_calls(module, effects, ctx)
         top_level = top_level_calls(module)
@@ -111,7 +118,9 @@ class EvaluationWithoutEval(Rule):
         for block in self.top_level_no_grad:
             first, last = block.lineno, block.end_lineno or block.lineno
             inside = [c for c in top_level if is_model_call(c) and first <= c.line <= last]
-            if inside and models_differ(inside, ctx):
+            if inside and models_differ(inside, ctx) and not (
+                not trains and _loaded_in_eval_mode(inside)
+            ):
                 ctx.report(self, block.items[0].context_expr, what="this `no_grad` block")
 
     def _flag_calls(self, module: F.ModuleFacts, effects: Effects, ctx: Context) -> None:
@@ -131,12 +140,10 @@ class EvaluationWithoutEval(Rule):
                     continue
                 region = _region_calls(module, call)
                 if any(
-                    effects.call_does(other, "eval")
-                    and position(other.node) < position(call.node)
-                    and not F.exclusive(other.branch, call.branch)
+                    effects.call_does(other, "eval") and not F.exclusive(other.branch, call.branch)
                     for other in region
                 ):
-                    continue
+                    continue  # before it, or after it on what it returns (`_wrap(m, training=False)`)
                 what = f"`{ctx.text(call.node.func)}(..., {flag}=False)`"
                 ctx.report(self, call.node, what=what)
 
@@ -163,3 +170,12 @@ def _region_calls(module: F.ModuleFacts, call: F.CallEvent) -> list[F.CallEvent]
         if call in function.calls:
             return function.calls
     return top_level_calls(module)
+
+
+def _loaded_in_eval_mode(calls: list[F.CallEvent]) -> bool:
+    """Every model run was loaded by a ``from_pretrained`` (Hugging Face and
+    diffusers return models in eval mode), in a file that never trains."""
+    origins = [(c.callee_value or c.receiver_value) for c in calls]
+    return bool(origins) and all(
+        value is not None and (value.origin or "").endswith("from_pretrained") for value in origins
+    )
