@@ -79,7 +79,8 @@ class GradientAccumulationOffByOne(Rule):
             every_batch = [
                 call for call in loop.calls if E.learns(call) and (guard, True) not in call.branch
             ]
-            if every_batch:
+            guarded = [call for call in loop.calls if E.learns(call) and (guard, True) in call.branch]
+            if every_batch and not guarded:  # a backward under the guard: a schedule (n_critic)
                 reported.add(guard)
                 ctx.report(self, step.node, test=guard, index=index)
 
