@@ -89,3 +89,16 @@ def test_a_flag_call_followed_by_eval_is_not_flagged() -> None:
         "        model.eval()\n"
     )
     assert _codes(source, "TW104") == []
+
+
+def test_partial_loads_by_design_in_a_training_file_are_not_flagged() -> None:
+    training = (
+        "def train(unet, teacher, model, loader, opt):\n"
+        "    unet.load_state_dict(teacher.state_dict(), strict=False)\n"
+        "    model.load_state_dict({'w': w}, strict=False, assign=True)\n"
+        "    for x in loader:\n"
+        "        opt.zero_grad()\n"
+        "        unet(x).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    assert _codes(training, "TW113") == []

@@ -66,7 +66,8 @@ class NonStrictLoadIgnored(Rule):
             return
         strict = keyword(node, "strict")
         if strict is not None and is_false(strict.value) and isinstance(ctx.parent, ast.Expr):
-            self.candidates.append(node)
+            if not _partial_by_design(node):
+                self.candidates.append(node)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         # Libraries load partial state on purpose (sharded loading, adapters,
@@ -74,3 +75,15 @@ class NonStrictLoadIgnored(Rule):
         if self.is_script or any(is_tensor_backward(c) for c in module.calls):
             for node in self.candidates:
                 ctx.report(self, node)
+
+
+def _partial_by_design(node: ast.Call) -> bool:
+    """Loads that are partial on purpose: another model's weights copied into a
+    larger one (`unet.load_state_dict(teacher.state_dict(), strict=False)`),
+    key-by-key assignment (`assign=True`), or a dict the code built itself."""
+    if any(k.arg == "assign" for k in node.keywords):
+        return True
+    state = node.args[0] if node.args else None
+    if isinstance(state, ast.Call) and isinstance(state.func, ast.Attribute):
+        return state.func.attr == "state_dict"
+    return isinstance(state, (ast.Dict, ast.DictComp))
