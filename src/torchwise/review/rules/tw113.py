@@ -47,7 +47,8 @@ class NonStrictLoadIgnored(Rule):
     code = "TW113"
     name = "non-strict-load-ignored"
     family = "training"
-    severity = Severity.WARNING
+    severity = Severity.INFO
+    default_enabled = False  # precision on real code: 3 of 5 after the by-design fixes (bench/labels)
     message = (
         "`load_state_dict(strict=False)` result ignored: missing and unexpected keys go unnoticed"
     )
