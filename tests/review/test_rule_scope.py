@@ -102,3 +102,20 @@ def test_partial_loads_by_design_in_a_training_file_are_not_flagged() -> None:
         "        opt.step()\n"
     )
     assert _codes(training, "TW113") == []
+
+
+def test_rules_about_how_a_project_trains_skip_test_modules() -> None:
+    source = (
+        "import torch\n"
+        "def test_fit(model, loader, opt):\n"
+        "    losses = []\n"
+        "    for x in loader:\n"
+        "        opt.zero_grad()\n"
+        "        loss = model(x).sum()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        losses.append(loss)\n"
+    )
+    settings = ReviewSettings(select=("TW106",))
+    assert [f.line for f in review_source(source, "train.py", settings)] == [9]
+    assert review_source(source, "tests/test_fit.py", settings) == []

@@ -24,6 +24,7 @@ from typing import Any
 
 from torchwise.review import facts as F
 from torchwise.review.facts import Branch, Value
+from torchwise.review.files import is_test_module
 from torchwise.review.findings import Finding, Fix
 from torchwise.review.registry import Rule
 from torchwise.review.values import (
@@ -336,6 +337,8 @@ class Context(ValueReader):
         message: str | None = None,
         **fields: str,
     ) -> None:
+        if not rule.in_test_modules and is_test_module(self.path):
+            return
         line: int = node.lineno  # type: ignore[attr-defined]
         end_line: int = node.end_lineno or line  # type: ignore[attr-defined]
         self.findings.append(

@@ -26,6 +26,13 @@ SKIPPED_DIRS = frozenset(
 )  # fmt: skip
 SUFFIXES = (".py", ".pyi", ".ipynb")
 _MAGIC = re.compile(r"^\s*[%!?]")
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+
+
+def is_test_module(path: str) -> bool:
+    """A test module by pytest's naming. Judged by the file's name, not its
+    folder: a whole checkout may live under a folder called tests/."""
+    return bool(_TEST_MODULE.search(path.replace("\\", "/")))
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ class Rule:
     severity: ClassVar[Severity]
     message: ClassVar[str]  # what is wrong; may use {placeholders} filled at report time
     default_enabled: ClassVar[bool] = True
+    #: False for rules about how a project trains: a test module's loops exercise
+    #: code with fixed data on purpose (see ``files.is_test_module``).
+    in_test_modules: ClassVar[bool] = True
     fix: ClassVar[Applicability | None] = None  # the best fix this rule can offer
     #: What goes wrong when the finding is real (see IMPACTS); None: the family's default.
     impact: ClassVar[str | None] = None

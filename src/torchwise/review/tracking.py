@@ -124,8 +124,8 @@ class Tracker:
         value = node.value
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         bound = None if value is None else self.ctx.value_of(value)
-        if bound is None and isinstance(value, _LITERALS):
-            bound = UNTRACKED  # `loss = []`: the name no longer means a loss
+        if bound is None and (isinstance(value, _LITERALS) or _python_number(value)):
+            bound = UNTRACKED  # `loss = []`, `loss = t.item()`: the name no longer means a loss
         if bound is None and isinstance(node, ast.AnnAssign):
             kind = self._kind_of_annotation(node.annotation)
             bound = None if kind is None else Value(kind)
@@ -288,3 +288,13 @@ class Tracker:
             if facts is not None:
                 facts.uses.add(use)
                 facts.where.append(where)
+
+
+def _python_number(value: ast.expr | None) -> bool:
+    """``x.item()``, ``x.tolist()``, ``float(x)``: a Python value, never a graph."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute):
+        return func.attr in {"item", "tolist"}
+    return isinstance(func, ast.Name) and func.id in {"float", "int"}

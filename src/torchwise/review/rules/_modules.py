@@ -91,8 +91,10 @@ def _stateless(ctx: Context, element: ast.expr) -> bool:
         return False
     name = ctx.call_name(element) or ""
     weighted = element.args if name.endswith("Loss") else []
-    return bool(_STATELESS.match(name)) and not weighted and not any(
-        k.arg in {"weight", "pos_weight"} for k in element.keywords
+    return (
+        bool(_STATELESS.match(name))
+        and not weighted
+        and not any(k.arg in {"weight", "pos_weight"} for k in element.keywords)
     )
 
 

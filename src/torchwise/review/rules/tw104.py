@@ -24,7 +24,6 @@ from torchwise.review.rules._loops import (
     callee,
     def_line,
     is_model_call,
-    position,
     top_level_calls,
 )
 from torchwise.review.rules._util import in_test_code, is_false
@@ -118,8 +117,10 @@ class EvaluationWithoutEval(Rule):
         for block in self.top_level_no_grad:
             first, last = block.lineno, block.end_lineno or block.lineno
             inside = [c for c in top_level if is_model_call(c) and first <= c.line <= last]
-            if inside and models_differ(inside, ctx) and not (
-                not trains and _loaded_in_eval_mode(inside)
+            if (
+                inside
+                and models_differ(inside, ctx)
+                and not (not trains and _loaded_in_eval_mode(inside))
             ):
                 ctx.report(self, block.items[0].context_expr, what="this `no_grad` block")
 
@@ -143,7 +144,7 @@ class EvaluationWithoutEval(Rule):
                     effects.call_does(other, "eval") and not F.exclusive(other.branch, call.branch)
                     for other in region
                 ):
-                    continue  # before it, or after it on what it returns (`_wrap(m, training=False)`)
+                    continue  # before it, or after it on what it returns (`wrap(m, False)`)
                 what = f"`{ctx.text(call.node.func)}(..., {flag}=False)`"
                 ctx.report(self, call.node, what=what)
 

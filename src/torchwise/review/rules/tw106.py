@@ -57,6 +57,7 @@ class LossAccumulatedWithGraph(Rule):
     name = "loss-accumulated-with-graph"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     impact = "crash"
     message = (
         "`{target}` accumulates `{value}` with its autograd graph across iterations; "

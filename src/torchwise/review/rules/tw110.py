@@ -61,6 +61,7 @@ class Float16WithoutScaler(Rule):
     name = "float16-without-grad-scaler"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "float16 autocast in a training loop without a GradScaler: "
         "small gradients underflow to zero"

@@ -72,6 +72,7 @@ class EvaluationWithGrad(Rule):
     name = "evaluation-with-grad"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     impact = "performance"
     message = (
         "{what} runs the model with autograd on; "

@@ -55,6 +55,7 @@ class FrozenModuleInTrainMode(Rule):
     name = "frozen-module-in-train-mode"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "`{call}` puts frozen `{frozen}` (batch norm inside) in training mode: its running "
         "statistics keep changing; call `{frozen}.eval()` after it"

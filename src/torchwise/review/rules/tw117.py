@@ -59,6 +59,7 @@ class DiscriminatorStepThroughGenerator(Rule):
     name = "discriminator-step-through-generator"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "this loss backpropagates through `{upstream}`'s undetached output into `{upstream}`, "
         "but its step only updates `{model}`: feed `{model}` a `.detach()`ed output"

@@ -61,6 +61,7 @@ class OptimizerOnReplacedModel(Rule):
     name = "optimizer-on-replaced-model"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "`{model}` is replaced after `{optimizer}` was built from its parameters: "
         "the optimizer keeps updating the old model; build it after this line"

@@ -57,6 +57,7 @@ class GradientAccumulationOffByOne(Rule):
     name = "gradient-accumulation-off-by-one"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "`{test}` is true at step 0: the first update uses one batch and every "
         "accumulation window is shifted; use `({index} + 1) % ... == 0`"
@@ -79,7 +80,7 @@ class GradientAccumulationOffByOne(Rule):
             every_batch = [
                 call for call in loop.calls if E.learns(call) and (guard, True) not in call.branch
             ]
-            guarded = [call for call in loop.calls if E.learns(call) and (guard, True) in call.branch]
+            guarded = [c for c in loop.calls if E.learns(c) and (guard, True) in c.branch]
             if every_batch and not guarded:  # a backward under the guard: a schedule (n_critic)
                 reported.add(guard)
                 ctx.report(self, step.node, test=guard, index=index)

@@ -49,6 +49,7 @@ class UnconditionalBreakInTrainingLoop(Rule):
     name = "unconditional-break-in-training-loop"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = "this `break` ends the training loop after its first batch"
 
     def leave_loop(self, loop: F.LoopFacts, ctx: Context) -> None:

@@ -51,6 +51,7 @@ class EvaluationLoaderDropsSamples(Rule):
     name = "evaluation-loader-drops-samples"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "`drop_last=True` on evaluation data (`{name}`): the last partial batch is never scored"
     )

@@ -61,6 +61,7 @@ class OptimizerCreatedPerEpoch(Rule):
     name = "optimizer-created-per-epoch"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "a new optimizer is built {where}: its state (momentum, Adam moments) restarts each time"
     )

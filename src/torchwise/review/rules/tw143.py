@@ -59,6 +59,7 @@ class MetricOverWrongCount(Rule):
     name = "metric-over-wrong-count"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = "{what}"
 
     def __init__(self) -> None:

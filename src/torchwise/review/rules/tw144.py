@@ -62,6 +62,7 @@ class SchedulerSizedInMicroBatches(Rule):
     name = "scheduler-sized-in-micro-batches"
     family = "training"
     severity = Severity.WARNING
+    in_test_modules = False
     message = (
         "`{argument}` counts micro-batches, but the scheduler Accelerate prepares steps "
         "once per optimizer step: drop the `* gradient_accumulation_steps`"

@@ -16,7 +16,6 @@ from torchwise.review.rules._loads import (
 )
 from torchwise.review.rules._util import has_kwargs_splat, is_false, is_true
 
-
 #: Calls that let a weights_only load rebuild the classes they name.
 _ALLOWLISTS = frozenset(
     {"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"}

@@ -47,6 +47,7 @@ class SaveWholeModule(Rule):
     name = "save-whole-module"
     family = "checkpoints"
     severity = Severity.WARNING
+    in_test_modules = False
     impact = "maintenance"
     message = (
         "`torch.save({name}, ...)` pickles the module and its code: save `{name}.state_dict()`"

@@ -52,6 +52,7 @@ class CheckpointWithoutOptimizer(Rule):
     name = "checkpoint-without-optimizer"
     family = "checkpoints"
     severity = Severity.WARNING
+    in_test_modules = False
     impact = "results"
     message = "checkpoint saves the model but not the optimizer: resuming resets its state"
 

@@ -70,6 +70,7 @@ class UnseededTrainingScript(Rule):
     name = "unseeded-training-script"
     family = "checkpoints"
     severity = Severity.WARNING
+    in_test_modules = False
     message = "this training script never seeds its random generators: runs are not reproducible"
 
     def __init__(self) -> None:

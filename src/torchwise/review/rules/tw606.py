@@ -59,6 +59,7 @@ class UnseededSplitAcrossProcesses(Rule):
     name = "unseeded-split-across-processes"
     family = "checkpoints"
     severity = Severity.WARNING
+    in_test_modules = False
     impact = "results"
     message = (
         "`random_split` without a seeded generator draws a different split in every "
