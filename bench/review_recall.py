@@ -120,6 +120,14 @@ def main() -> None:
             missed.append(row)
     hit, count = sum(found.values()), len(rows)
     print(f"recall: {hit} of {count} recorded bugs found ({100 * hit / count:.0f}%)")
+    # The most common category is also the easiest to find: quote recall without it too.
+    seeded_hit = sum(n for c, n in found.items() if c in PER_FILE)
+    seeded_count = sum(n for c, n in total.items() if c in PER_FILE)
+    rest_hit, rest_count = hit - seeded_hit, count - seeded_count
+    print(
+        f"without the seeding rows ({seeded_count}): {rest_hit} of {rest_count} "
+        f"({100 * rest_hit / rest_count:.0f}%)"
+    )
     by_impact_total = Counter(row["impact"] for row in rows)
     by_impact_missed = Counter(row["impact"] for row in missed)
     for impact, n in sorted(by_impact_total.items()):

@@ -333,6 +333,22 @@ def test_a_launcher_given_the_seed_seeds() -> None:
     assert codes(source, "TW604") == []
 
 
+def test_seeding_torch_but_drawing_from_python_random() -> None:
+    source = """\
+        import random
+        import torch
+
+        torch.manual_seed(1)
+        pairs = [random.randint(0, 9) for _ in range(8)]
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """
+    assert codes(source, "TW604") == [(5, "TW604")]
+    assert codes(source.replace("torch.manual_seed(1)", "random.seed(1)"), "TW604") == []
+
+
 def test_training_through_an_instance_method() -> None:
     source = """\
         class Agent:

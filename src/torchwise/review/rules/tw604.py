@@ -6,6 +6,7 @@ The class docstring is its user documentation (`torchwise rules TW604`).
 from __future__ import annotations
 
 import ast
+import re
 
 from torchwise.review import effects as E
 from torchwise.review import facts as F
@@ -26,7 +27,8 @@ class UnseededTrainingScript(Rule):
     step, directly or through the functions and methods it calls (in any file
     of the project), without ever calling `torch.manual_seed`, `random.seed`,
     `np.random.seed`, `seed_everything`, `set_seed` or anything else whose name
-    mentions `seed` (seeding only when a `--seed` flag is given counts).
+    mentions `seed` (seeding only when a `--seed` flag is given counts); and one that
+    seeds only torch but draws from Python's `random` or NumPy's generator in the same file.
     Reported once per file, at its first training loop (or its entry point).
 
     ## Why is this bad?
@@ -82,8 +84,11 @@ class UnseededTrainingScript(Rule):
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
-        if E.SEED in effects or not {E.LEARNS, E.STEP} <= effects:
-            return  # seeded somewhere on the way, or the file does not train when run
+        if not {E.LEARNS, E.STEP} <= effects:
+            return  # the file does not train when run
+        if E.SEED in effects:
+            self._check_partial(module, ctx)
+            return  # seeded somewhere on the way
         if any(E.is_seed(call) for call in module.calls):
             return  # seeds in a function this file defines (a helper it may call)
         loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
@@ -98,6 +103,27 @@ class UnseededTrainingScript(Rule):
             trainer = next((c for c in top if E.LEARNS in ctx.project.effects(c.target)), None)
             if trainer is not None:
                 ctx.report(self, trainer.node)
+
+
+    def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
+        """Seeds torch only, but draws from Python's or NumPy's generator here."""
+        seeds = [c.qualname or "" for c in module.calls if E.is_seed(c)]
+        if not seeds or not all(_TORCH_SEED.match(name) for name in seeds):
+            return  # seeded elsewhere (can't tell what), or beyond torch
+        for call in module.calls:
+            name = call.qualname or ""
+            generator = _UNSEEDED_DRAW.match(name)
+            if generator is not None:
+                message = (
+                    "this training script seeds torch but draws from `{generator}`, "
+                    "which is never seeded: runs are not reproducible"
+                )
+                ctx.report(self, call.node, message=message, generator=generator.group(1))
+                return
+
+
+_TORCH_SEED = re.compile(r"torch\.(cuda\.)?(manual_seed(_all)?|random\.manual_seed)$")
+_UNSEEDED_DRAW = re.compile(r"(random|numpy\.random)\.(?!seed$|get_state$|set_state$)\w+$")
 
 
 def _is_main_guard(test: ast.expr) -> bool:
