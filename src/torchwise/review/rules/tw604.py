@@ -104,7 +104,6 @@ class UnseededTrainingScript(Rule):
             if trainer is not None:
                 ctx.report(self, trainer.node)
 
-
     def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
         """Seeds torch only, but draws from Python's or NumPy's generator here."""
         seeds = [c.qualname or "" for c in module.calls if E.is_seed(c)]
