@@ -41,6 +41,29 @@ def parse(source: str, path: str) -> ast.Module | Finding:
         return _syntax_finding(path, exc)
 
 
+#: How many lines recovery may comment out before giving up on a file.
+_RECOVERY_LINES = 8
+
+
+def recover(source: str, path: str) -> tuple[str, ast.Module] | None:
+    """The source with the lines Python rejects commented out, and its tree, when
+    a few such lines are all that stand in the way (a stray `try:jupyter`, a
+    leftover merge marker); line numbers are kept. None when it takes more."""
+    lines = source.split("\n")
+    for _ in range(_RECOVERY_LINES):
+        text = "\n".join(lines)
+        try:
+            return text, ast.parse(text, filename=path, type_comments=False)
+        except SyntaxError as exc:
+            number = exc.lineno
+            if number is None or not 1 <= number <= len(lines) or lines[number - 1].startswith("#"):
+                return None
+            lines[number - 1] = "#" + lines[number - 1]
+        except (ValueError, MemoryError, RecursionError):
+            return None
+    return None
+
+
 def analyse_source(
     source: str,
     path: str,
@@ -58,11 +81,18 @@ def analyse_source(
     file_noqa = file_suppressions(source)
     if file_noqa is not None and not file_noqa:
         return []  # "# torchwise: noqa" on its own line skips the whole file
+    broken: Finding | None = None
     if tree is None:
         parsed = parse(source, path)
         if isinstance(parsed, Finding):
-            return [parsed]
-        tree = parsed
+            recovered = recover(source, path)
+            if recovered is None:
+                return [parsed]
+            # Report the syntax error, and review the rest of the file as a
+            # reader would: the lines around the error are still a program.
+            broken, (source, tree), view = parsed, recovered, None
+        else:
+            tree = parsed
     if view is None:
         from torchwise.review.project import ProjectIndex
         from torchwise.review.summary import summarize_tree
@@ -76,6 +106,8 @@ def analyse_source(
         ctx.findings.append(
             _syntax_finding(path, SyntaxError("too deeply nested to analyse fully"))
         )
+    if broken is not None:
+        ctx.findings.append(broken)
     suppressed_in_file = file_noqa or frozenset()
     line_noqa = line_suppressions(ctx.lines)
     kept = [
