@@ -177,10 +177,12 @@ def _write_section(
     from torchwise.ckpt import stwriter
 
     meta = metadata(section, source)
-    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     swap = loaded.byteorder != sys.byteorder
     try:
+        # Inside the try: a parent that cannot be created (e.g. under /proc, or a
+        # read-only mount when running as root) is the user's path, not our bug.
+        out.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("wb") as handle:
             digests, peak = stwriter.write(
                 handle, section.items, meta, swap_bytes=swap, progress=progress
