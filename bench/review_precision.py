@@ -17,6 +17,7 @@ Usage::
     python bench/review_precision.py                 # the table
     python bench/review_precision.py --unlabelled    # findings still to label, with code
     python bench/review_precision.py --only timm     # one corpus entry (name substring)
+    python bench/review_precision.py --reuse         # the table from the saved findings
 """
 
 from __future__ import annotations
@@ -50,11 +51,17 @@ def read_labels() -> dict[Key, dict[str, str]]:
         }
 
 
-def review_corpus(only: list[str] | None) -> list[tuple[str, str, str, int, str, str, str]]:
+def review_corpus(
+    only: list[str] | None, reuse: bool = False
+) -> list[tuple[str, str, str, int, str, str, str]]:
     """(corpus, version, path, line, code, severity, message) of every warning and error."""
     found = []
     OUT.mkdir(parents=True, exist_ok=True)
     for entry in entries(only):
+        saved = OUT / f"{entry.name.replace('/', '+')}.json"
+        if reuse and saved.exists():  # the findings of an earlier run of this same code
+            found += [tuple(row) for row in json.loads(saved.read_text())]
+            continue
         report = review_paths([entry.root], ReviewSettings())
         rows = []
         for finding in report.findings:
@@ -86,10 +93,13 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="corpus entries whose name contains these")
     parser.add_argument("--unlabelled", action="store_true", help="print findings to label")
     parser.add_argument("--context", type=int, default=2, help="lines of code around each")
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the findings saved by an earlier run"
+    )
     args = parser.parse_args()
 
     labels = read_labels()
-    findings = review_corpus(args.only)
+    findings = review_corpus(args.only, args.reuse)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     unlabelled = []
     for corpus, _version, path, line, code, _severity, message in findings:
@@ -101,7 +111,7 @@ def main() -> None:
 
     print("| code | rule | severity | findings | true | false | precision | contract |")
     print("|---|---|---|---:|---:|---:|---:|---|")
-    total = Counter()
+    total: Counter[str] = Counter()
     for code in sorted(counts):
         info = get_rule(code)
         severity = info.severity.value if info else "?"
