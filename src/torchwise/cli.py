@@ -34,6 +34,10 @@ COMMANDS: dict[str, str] = {
     "doc": "torchwise.commands.doc:doc",
     "doctor": "torchwise.commands.doctor:doctor",
     "ckpt": "torchwise.commands.ckpt:ckpt",
+    "tune": "torchwise.commands.tune:tune",
+    "project": "torchwise.commands.project:project",
+    "mcp": "torchwise.commands.mcp:mcp",
+    "agents": "torchwise.commands.agents:agents",
 }
 
 #: One line per command for ``torchwise --help``, so listing them imports nothing.
@@ -44,6 +48,10 @@ SUMMARIES: dict[str, str] = {
     "doc": "Write measured shapes and counts into a model's docstrings and docs.",
     "doctor": "Run health checks on a model and a batch (gradient flow, leaks, ...).",
     "ckpt": "Inspect, scan and convert checkpoints without executing them.",
+    "tune": "Measure a training step and recommend what makes it faster, with evidence.",
+    "project": "Learn and audit a PyTorch project: stack, commands, models, findings (HTML too).",
+    "mcp": "Serve torchwise's tools to coding agents over MCP (stdio).",
+    "agents": "Install PyTorch expert agents and the MCP config for Claude Code, Cursor, VS Code.",
 }
 
 

@@ -30,7 +30,13 @@ PIP_NAMES: dict[str, str] = {
 }
 
 #: Import name -> the torchwise extra that brings it, when one does.
-EXTRAS: dict[str, str] = {"torch": "torch", "safetensors": "torch"}
+EXTRAS: dict[str, str] = {
+    "torch": "torch",
+    "safetensors": "torch",
+    "mcp": "mcp",
+    "pydantic": "project",
+    "jinja2": "project",
+}
 
 
 def install_hint(module: str) -> str:

@@ -1,0 +1,374 @@
+"""Is tune's recommendation the best setting? An exhaustive sweep of the CPU knobs decides.
+
+For each workload of bench/tune_workloads.py (a conv net, a transformer, an MLP with a
+slow loader), in one run:
+
+1. ``tune()`` runs ``--repeats`` times as a user runs it (default budget, no finders),
+   timed with the wall clock;
+2. every combination of the CPU knobs tune tries is built (threads 2|1, channels_last
+   for the conv net, bf16 autocast, optimizer for-loop|foreach|fused, zero_grad
+   set_to_none True|False, and for the loader workload num_workers 0|1|2|4), together
+   with each of tune's picks, and measured round-robin: ``--rounds`` rounds, every
+   combination once per round in a shuffled order, each sample a block of steps of
+   about 20 ms after the settle steps its settings need;
+3. the best combination is the one with the lowest median step time; a combination is
+   in the sweep's **noise band** when the 95% signed-rank interval of its per-round
+   time ratio to the best includes 1 (the sweep cannot tell it from the best).
+
+It prints, per workload, tune's pick and whether it is the best or in the band, the
+time tune took against the sweep's, and every comparison tune made (a knob on top of
+the knobs accepted before it) beside the same comparison read off the sweep: where the
+sweep shows an effect over 20% (its interval beyond 0.8 or 1.25) tune's verdict should
+say so, and where it shows none (within 5%, interval across 1) tune should say "no
+significant difference". ``torch.compile`` (opt-in, minutes
+to compile each combination) and activation checkpointing (a memory knob) are not in
+the sweep.
+
+    python bench/tune_accuracy.py [--workloads conv,transformer,mlp-slow-loader]
+                                  [--repeats 2] [--rounds 30] [--budget 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from torchwise.tune import TuneReport, tune
+from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.loader import LoaderSettings, LoaderSource, load_loader
+from torchwise.tune.search import settings_for
+from torchwise.tune.stats import hodges_lehmann, median
+from torchwise.tune.step import StepSettings, TrainingStep
+from torchwise.tune.step import Workload as StepWorkload
+from tune_workloads import WORKLOADS, Workload
+
+OUT = Path(__file__).parent / ".out"
+
+
+def key(settings: StepSettings, user_loader: LoaderSettings | None) -> tuple[Any, ...]:
+    """A setting's identity with torch's defaults spelled out (threads, optimizer, loader)."""
+    loader = settings.loader or user_loader
+    return (
+        settings.threads or torch.get_num_threads(),
+        settings.channels_last,
+        settings.autocast,
+        settings.optimizer_impl or "for-loop",
+        settings.set_to_none,
+        None if loader is None else (loader.num_workers, loader.prefetch_factor),
+    )
+
+
+def label(settings: StepSettings, user_loader: LoaderSettings | None) -> str:
+    threads, cl, autocast, impl, to_none, loader = key(settings, user_loader)
+    parts = [f"threads={threads}"]
+    if cl:
+        parts.append("channels_last")
+    if autocast:
+        parts.append(autocast)
+    parts.append(impl)
+    if not to_none:
+        parts.append("zero_grad(set_to_none=False)")
+    if loader is not None:
+        parts.append(f"workers={loader[0]}" + (f",prefetch={loader[1]}" if loader[1] else ""))
+    return " ".join(parts)
+
+
+def grid(conv: bool, loader: bool) -> list[StepSettings]:
+    loaders: list[LoaderSettings | None] = [None]
+    if loader:
+        loaders += [LoaderSettings(w, False, True, None) for w in (1, 2, 4)]
+    combos = itertools.product(
+        (None, 1),
+        (False, True) if conv else (False,),
+        (None, "bf16"),
+        (None, "foreach", "fused"),
+        (True, False),
+        loaders,
+    )
+    return [
+        StepSettings(
+            threads=t, channels_last=c, autocast=a, optimizer_impl=o, set_to_none=z, loader=ld
+        )
+        for t, c, a, o, z, ld in combos
+    ]
+
+
+@dataclass
+class Arm:
+    settings: StepSettings
+    name: str
+    step: TrainingStep
+    settle: int
+    times: list[float] = field(default_factory=list)  # seconds per step, one per round
+
+
+def sweep(
+    workload: StepWorkload,
+    settings: list[StepSettings],
+    rounds: int,
+    seed: int,
+    user_loader: LoaderSettings | None,
+) -> tuple[list[Arm], float]:
+    """Round-robin over every setting; returns the arms and the sweep's wall time."""
+    started = time.perf_counter()
+    arms = []
+    for s in settings:
+        step = TrainingStep(workload, s)
+        settle = 1 + (s.loader.queue_depth if s.loader is not None else 0)
+        arms.append(Arm(s, label(s, user_loader), step, settle))
+    for arm in arms:  # warm-up
+        with arm.step.scope():
+            arm.step.run(2)
+    base = next(a for a in arms if a.settings == StepSettings())
+    with base.step.scope():
+        t0 = time.perf_counter()
+        base.step.run(5)
+        per_step = (time.perf_counter() - t0) / 5
+    steps = max(1, math.ceil(0.02 / per_step))
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        order = list(arms)
+        rng.shuffle(order)
+        for arm in order:
+            with arm.step.scope():
+                arm.step.run(arm.settle)
+                t0 = time.perf_counter()
+                arm.step.run(steps)
+                arm.times.append((time.perf_counter() - t0) / steps)
+    return arms, time.perf_counter() - started
+
+
+def versus(arm: Arm, best: Arm) -> tuple[float, float, float]:
+    """(ratio, low, high): the arm's per-round time over the best's, 95% signed-rank CI."""
+    diffs = [math.log(a / b) for a, b in zip(arm.times, best.times, strict=True)]
+    estimate, low, high = hodges_lehmann(diffs, 0.95)
+    return math.exp(estimate), math.exp(low), math.exp(high)
+
+
+def trial_effects(
+    arms: list[Arm], user_loader: LoaderSettings | None, report: TuneReport, repeat: int
+) -> list[dict[str, Any]]:
+    """Every trial tune ran, beside the same comparison read off the sweep.
+
+    A trial compares (incumbent + knob) with the incumbent; the sweep measured both
+    combinations, so its ratio is the reference for tune's verdict.
+    """
+    by_key = {key(a.settings, user_loader): a for a in arms}
+    knobs = {t.knob.id: t.knob for t in report.trials}
+    rows = []
+    for trial in report.trials:
+        if trial.knob.kind != "speed" or trial.comparison is None or trial.error is not None:
+            continue
+        incumbent = [knobs[k] for k in trial.on_top_of]
+        arm = by_key.get(key(settings_for([*incumbent, trial.knob]), user_loader))
+        base = by_key.get(key(settings_for(incumbent), user_loader))
+        if arm is None or base is None:
+            continue
+        ratio, low, high = versus(arm, base)
+        if high < 0.8 or low > 1.25:
+            truth = "over 20%"
+        elif 0.95 <= ratio <= 1.05 and low <= 1 <= high:
+            truth = "none"
+        else:
+            truth = "between"
+        rows.append(
+            {
+                "repeat": repeat,
+                "knob": trial.knob.id,
+                "on_top_of": list(trial.on_top_of),
+                "sweep_ratio": [ratio, low, high],
+                "truth": truth,
+                "tune_ratio": trial.comparison.ratio,
+                "verdict": trial.status,
+            }
+        )
+    return rows
+
+
+def agrees(row: dict[str, Any]) -> bool | None:
+    """Whether tune's verdict matches the sweep's reference (None: no claim either way)."""
+    ratio = row["sweep_ratio"][0]
+    if row["truth"] == "over 20%":
+        return bool(row["verdict"] == ("faster" if ratio < 1 else "slower"))
+    if row["truth"] == "none":
+        return bool(row["verdict"] == "no significant difference")
+    return None
+
+
+def run_workload(
+    spec: Workload, repeats: int, rounds: int, budget: float, seed: int
+) -> dict[str, Any]:
+    source: LoaderSource | None = load_loader(spec.loader) if spec.loader else None
+    user_loader = source.user_settings if source is not None else None
+    picks: list[StepSettings] = []
+    reports: list[dict[str, Any]] = []
+    tune_reports: list[TuneReport] = []
+    for repeat in range(repeats):
+        model = spec.build()
+        t0 = time.perf_counter()
+        report = tune(
+            model,
+            spec.inputs(),
+            loader=source,
+            budget_s=budget,
+            seed=seed + repeat,
+            notify=lambda line: print(f"    {line}", file=sys.stderr),
+        )
+        seconds = time.perf_counter() - t0
+        pick = settings_for([t.knob for t in report.search.accepted])
+        picks.append(pick)
+        tune_reports.append(report)
+        data = report.to_dict()
+        reports.append(
+            {
+                "seconds": seconds,
+                "pick": [t.knob.id for t in report.search.accepted],
+                "trials": data["trials"],
+                "combined": data["combined"],
+            }
+        )
+        print(
+            f"  tune #{repeat + 1}: {seconds:.0f} s, pick: {label(pick, user_loader)}",
+            file=sys.stderr,
+        )
+    model = spec.build()
+    options = TuneOptions()
+    workload, _ = build_workload(
+        model, spec.inputs(), None, None, source, options, torch.device("cpu"), spec.name
+    )
+    settings = grid(conv=spec.name == "conv", loader=source is not None)
+    keys = {key(s, user_loader) for s in settings}
+    extra = [p for p in picks if key(p, user_loader) not in keys]
+    for p in extra:
+        keys.add(key(p, user_loader))
+        settings.append(p)
+    print(f"  sweep: {len(settings)} combinations x {rounds} rounds", file=sys.stderr)
+    arms, sweep_seconds = sweep(workload, settings, rounds, seed, user_loader)
+    if source is not None:
+        source.close()
+    best = min(arms, key=lambda a: median(a.times))
+    by_key = {key(a.settings, user_loader): a for a in arms}
+    ranked = sorted(arms, key=lambda a: median(a.times))
+    band = []
+    for arm in ranked:
+        ratio, low, high = versus(arm, best) if arm is not best else (1.0, 1.0, 1.0)
+        if low <= 1.0:
+            band.append(arm.name)
+    results = []
+    for repeat, pick in enumerate(picks):
+        arm = by_key[key(pick, user_loader)]
+        ratio, low, high = versus(arm, best) if arm is not best else (1.0, 1.0, 1.0)
+        results.append(
+            {
+                "repeat": repeat + 1,
+                "pick": arm.name,
+                "rank": ranked.index(arm) + 1,
+                "ratio_to_best": ratio,
+                "ci95": [low, high],
+                "in_band": arm.name in band,
+                "is_best": arm is best,
+                "tune_seconds": reports[repeat]["seconds"],
+            }
+        )
+    default = by_key[key(StepSettings(), user_loader)]
+    effects = [
+        row
+        for repeat, report in enumerate(tune_reports, 1)
+        for row in trial_effects(arms, user_loader, report, repeat)
+    ]
+    return {
+        "workload": spec.name,
+        "combinations": len(arms),
+        "rounds": rounds,
+        "sweep_seconds": sweep_seconds,
+        "best": best.name,
+        "best_median_s": median(best.times),
+        "default_median_s": median(default.times),
+        "band": band,
+        "picks": results,
+        "trial_effects": effects,
+        "reports": reports,
+        "medians": {a.name: median(a.times) for a in ranked},
+    }
+
+
+def print_tables(results: list[dict[str, Any]]) -> None:
+    print(
+        "\n| workload | combinations | best (sweep) | tune's pick | rank | pick / best (95% CI) "
+        "| in band | tune s | sweep s | tune / sweep |"
+    )
+    print("|---|---:|---|---|---:|---|---|---:|---:|---:|")
+    for r in results:
+        for p in r["picks"]:
+            low, high = p["ci95"]
+            print(
+                f"| {r['workload']} #{p['repeat']} | {r['combinations']} | {r['best']} | "
+                f"{p['pick']} | {p['rank']} | {p['ratio_to_best']:.3f} ({low:.3f}-{high:.3f}) | "
+                f"{'best' if p['is_best'] else 'yes' if p['in_band'] else 'NO'} | "
+                f"{p['tune_seconds']:.0f} | {r['sweep_seconds']:.0f} | "
+                f"{p['tune_seconds'] / r['sweep_seconds']:.2f} |"
+            )
+    print("\n| workload | run | knob | on top of | sweep: time ratio (95% CI) | tune |")
+    print("|---|---:|---|---|---|---|")
+    checked = agreed = 0
+    for r in results:
+        for row in r["trial_effects"]:
+            ratio, low, high = row["sweep_ratio"]
+            match = agrees(row)
+            if match is not None:
+                checked += 1
+                agreed += match
+            mark = "" if match is None else (" (agrees)" if match else " (DISAGREES)")
+            print(
+                f"| {r['workload']} | {row['repeat']} | {row['knob']} | "
+                f"{' + '.join(row['on_top_of']) or '-'} | {ratio:.3f} ({low:.3f}-{high:.3f}) "
+                f"[{row['truth']}] | {row['tune_ratio']:.3f}, {row['verdict']}{mark} |"
+            )
+    print(f"\nverdicts with a clear reference (over 20% or none): {agreed} of {checked} agree")
+    for r in results:
+        print(
+            f"\n{r['workload']}: default {r['default_median_s'] * 1e3:.2f} ms/step, best "
+            f"{r['best_median_s'] * 1e3:.2f} ms/step ({r['best']}); noise band: "
+            f"{len(r['band'])} of {r['combinations']} combinations"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    results = []
+    for name in args.workloads.split(","):
+        print(f"{name}:", file=sys.stderr)
+        results.append(
+            run_workload(WORKLOADS[name], args.repeats, args.rounds, args.budget, args.seed)
+        )
+    print(
+        f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} -> "
+        f"{os.getloadavg()[0]:.1f}, {time.perf_counter() - started:.0f} s in all"
+    )
+    print_tables(results)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "tune_accuracy.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

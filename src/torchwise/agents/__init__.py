@@ -1,0 +1,1 @@
+"""PyTorch expert agents for coding agent hosts: ``torchwise agents install``."""

@@ -1,0 +1,225 @@
+"""``torchwise project``: knowledge, then review, checkpoint scan, and each model measured.
+
+The phases run in order of cost and each is optional: the static knowledge
+(no user code), ``review`` over the code, ``ckpt scan`` (and ``ckpt inspect``
+of the files that scan safe) over the checkpoints, then, unless ``--no-import``,
+each top-level module class that can be built is built in a worker process
+(:mod:`torchwise.project.isolation`) and inspected and doctored there.
+Nothing is written into the project: no review cache, no ``__pycache__``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchwise import __version__
+from torchwise.errors import TorchwiseError
+from torchwise.project import evidence
+from torchwise.project.environment import torch_importable
+from torchwise.project.isolation import run_isolated
+from torchwise.project.knowledge import ProjectScan, scan_project
+from torchwise.project.measure import ModelTask, audit_model
+from torchwise.project.schema import (
+    CheckpointEntry,
+    ModelAudit,
+    ModuleClass,
+    ProjectReport,
+    ReviewSummary,
+)
+
+#: Doctor's quick set for an audit: the checks that cost one or a few forwards. The
+#: full set adds bit-exact determinism, bf16 drift and torch.export/compile.
+QUICK_CHECKS = (
+    "grad-flow", "batch-independence", "eval-determinism", "train-eval-gap", "init-loss",
+    "overfit-batch", "param-update", "nan-inf", "grad-scale", "dead-units", "device-consistency",
+)  # fmt: skip
+MAX_CHECKPOINTS = 200
+
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What ``torchwise project`` runs; the defaults are the command's."""
+
+    import_models: bool = True
+    review: bool = True
+    checkpoints: bool = True
+    doctor: str = "quick"  # quick | full | off | a comma-separated list of check ids
+    max_models: int = 8
+    model_timeout: float = 300.0
+    max_findings: int = 500
+    probe_devices: bool = True
+
+    def doctor_checks(self) -> tuple[str, ...] | None:
+        """None: no doctor; (): every check; else the ids to run."""
+        named: dict[str, tuple[str, ...] | None] = {"off": None, "full": (), "quick": QUICK_CHECKS}
+        if self.doctor in named:
+            return named[self.doctor]
+        return tuple(c.strip() for c in self.doctor.split(",") if c.strip())
+
+
+@contextmanager
+def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[phase] = round(time.perf_counter() - start, 3)
+
+
+def models_to_build(scan: ProjectScan, limit: int) -> tuple[list[ModuleClass], list[str]]:
+    """The top-level buildable classes, configured first; and notes on those left out."""
+    notes = []
+    chosen = []
+    modules = sorted(
+        scan.knowledge.modules,
+        key=lambda m: (m.build.how != "configured", m.path.count("/"), m.path, m.line),
+    )
+    for module in modules:
+        if not module.build.buildable or not (module.top_level or module.build.how == "configured"):
+            continue
+        risk = scan.facts[module.path].import_risk if module.path in scan.facts else None
+        if risk and module.build.how != "configured":
+            notes.append(
+                f"{module.name} not built: importing {module.path} would run code ({risk})"
+            )
+            continue
+        chosen.append(module)
+    if len(chosen) > limit:
+        notes.append(f"built the first {limit} of {len(chosen)} models (--max-models)")
+        chosen = chosen[:limit]
+    return chosen, notes
+
+
+def run_review(scan: ProjectScan, max_findings: int) -> ReviewSummary:
+    from torchwise.config import ToolConfig, load_config
+    from torchwise.review import build_settings, review_paths
+
+    root = Path(scan.knowledge.root)
+    pyproject = root / "pyproject.toml"
+    config = load_config(path=pyproject) if pyproject.is_file() else ToolConfig()
+    report = review_paths([root], build_settings(config), cache_dir=None)
+    return evidence.review_summary(report, root, max_findings=max_findings)
+
+
+def run_checkpoints(scan: ProjectScan, step: Step) -> tuple[list[CheckpointEntry], list[str]]:
+    from torchwise import ckpt
+
+    root = Path(scan.knowledge.root)
+    entries, notes = [], []
+    paths = scan.files.checkpoints
+    if len(paths) > MAX_CHECKPOINTS:
+        notes.append(f"scanned the first {MAX_CHECKPOINTS} of {len(paths)} checkpoint files")
+        paths = paths[:MAX_CHECKPOINTS]
+    for relative in paths:
+        step(f"scanning {relative}")
+        try:
+            file_scan = ckpt.scan([root / relative]).files[0]
+        except TorchwiseError as exc:
+            notes.append(f"{relative}: {exc}")
+            continue
+        contents = None
+        if file_scan.verdict in ("safe", "warning"):
+            try:
+                contents = ckpt.inspect(root / relative)
+            except TorchwiseError:
+                contents = None  # the verdict stands; the contents are just not listed
+        entries.append(evidence.checkpoint_entry(file_scan, contents, root))
+    return entries, notes
+
+
+def audit_project(
+    root: Path,
+    options: AuditOptions = AuditOptions(),
+    *,
+    step: Step | None = None,
+    plan: Callable[[int], None] | None = None,
+) -> ProjectReport:
+    """Audit the project at ``root``. ``plan(n)`` is told the number of steps once known,
+    ``step(label)`` is called as each begins (for a progress bar)."""
+    step = step or (lambda label: None)
+    _check_doctor_ids(options)
+    timings: dict[str, float] = {}
+    with _timed(timings, "knowledge"):
+        scan = scan_project(root, probe_devices=options.probe_devices)
+    report = ProjectReport(torchwise_version=__version__, knowledge=scan.knowledge)
+    build = options.import_models and torch_importable()
+    chosen, notes = models_to_build(scan, options.max_models) if build else ([], [])
+    report.notes.extend(notes)
+    if options.import_models and not build:
+        report.notes.append(
+            "models not built: PyTorch is not installed where torchwise runs "
+            "(pip install torch, or pip install 'torchwise[torch]')"
+        )
+    if plan is not None:
+        plan(int(options.review) + len(scan.files.checkpoints) * options.checkpoints + len(chosen))
+    if options.review:
+        step("reviewing the code")
+        with _timed(timings, "review"):
+            report.review = run_review(scan, options.max_findings)
+    if options.checkpoints and scan.files.checkpoints:
+        with _timed(timings, "checkpoints"):
+            report.checkpoints, notes = run_checkpoints(scan, step)
+        report.notes.extend(notes)
+    if chosen:
+        with _timed(timings, "models"):
+            for module in chosen:
+                step(f"building {module.name}")
+                report.models.append(_audit_one(module, root.resolve(), options))
+    elif not options.import_models:
+        report.notes.append("models not built (--no-import): static audit only")
+    report.timings = timings
+    return report
+
+
+def _check_doctor_ids(options: AuditOptions) -> None:
+    wanted = options.doctor_checks()
+    if not wanted or options.doctor == "quick" or not options.import_models:
+        return
+    if not torch_importable():
+        return  # no model is built, so no check runs
+    from torchwise.doctor import CHECK_IDS
+
+    unknown = [c for c in wanted if c not in CHECK_IDS]
+    if unknown:
+        raise TorchwiseError(
+            f"unknown doctor check id(s): {', '.join(unknown)}",
+            hint=f"use quick, full, off or ids from: {', '.join(CHECK_IDS)}",
+        )
+
+
+def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelAudit:
+    task = ModelTask(
+        root=str(root),
+        module=module,
+        doctor_checks=options.doctor_checks(),
+    )
+    started = time.perf_counter()
+    try:
+        result: ModelAudit = run_isolated(
+            audit_model,
+            (task,),
+            cwd=root,
+            timeout=options.model_timeout,
+            what=f"building and checking {module.name}",
+        )
+        return result
+    except TorchwiseError as exc:
+        message = str(exc).splitlines()[0]
+        partial = getattr(exc, "partial", None)
+        if isinstance(partial, ModelAudit):  # what finished (inspect, some doctor checks) is kept
+            partial.error = message
+            partial.seconds = round(time.perf_counter() - started, 2)
+            return partial
+        return ModelAudit(
+            name=module.name,
+            path=module.path,
+            target=module.build.target or module.path,
+            error=message,
+            seconds=round(time.perf_counter() - started, 2),
+        )

@@ -1,0 +1,131 @@
+"""Phrases every output format shares, so text, Markdown and HTML say the same thing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torchwise.project.render.numbers import count, exact, nbytes
+from torchwise.project.schema import (
+    BuildPlan,
+    ModelAudit,
+    ModuleClass,
+    Package,
+    ProjectKnowledge,
+    ProjectReport,
+    TorchRuntime,
+)
+
+PURPOSE_ORDER = ("train", "evaluate", "test", "export", "profile")
+LAYOUT_LABELS = (
+    ("model_dirs", "model dirs"),
+    ("checkpoint_dirs", "checkpoint dirs"),
+    ("training_scripts", "training scripts"),
+    ("config_dirs", "config dirs"),
+    ("test_dirs", "test dirs"),
+    ("notebooks", "notebooks"),
+)
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
+    """How torchwise builds a module, in a few words (``code`` formats names and code)."""
+    if plan.how == "configured":
+        return f"configured as {code(plan.target or '?')}"
+    if plan.how == "default":
+        return "default constructor"
+    if plan.how == "factory":
+        return f"factory {code((plan.target or '?').rpartition(':')[2] + '()')}"
+    if plan.how == "config-class":
+        return f"built as {code(plan.build or '?')}"
+    return plan.reason or "needs arguments"
+
+
+def module_role(module: ModuleClass) -> str:
+    kind = "" if module.kind == "module" else f"{module.kind} "
+    return f"{kind}{'model' if module.top_level else 'component'}"
+
+
+def package_text(package: Package) -> str:
+    declared = f"declared {package.declared}" if package.declared else "not declared"
+    installed = f"installed {package.installed}" if package.installed else "not installed"
+    imported = (
+        f"imported by {package.imported_by} file(s)" if package.imported_by else "not imported"
+    )
+    return f"{declared}, {installed}, {imported}"
+
+
+def torch_text(torch: TorchRuntime) -> str:
+    parts = [
+        f"declared {torch.declared}" + (f" ({torch.declared_in})" if torch.declared_in else "")
+        if torch.declared
+        else "not declared",
+        f"installed {torch.installed}" if torch.installed else "not installed",
+    ]
+    if torch.cuda_available is not None:
+        cuda = (
+            f"CUDA {torch.cuda_version} with {len(torch.gpus)} GPU(s): {', '.join(torch.gpus)}"
+            if torch.cuda_available
+            else "no CUDA device"
+        )
+        parts.append(cuda)
+    if torch.mps_available is not None:
+        parts.append("MPS available" if torch.mps_available else "no MPS")
+    return "; ".join(parts)
+
+
+def verdict_text(knowledge: ProjectKnowledge) -> str:
+    if not knowledge.is_pytorch:
+        return "no PyTorch found (no torch dependency, import, checkpoint or nn.Module)"
+    reasons = ", ".join(t.kind for t in knowledge.triggers)
+    return f"a PyTorch project (found: {reasons})"
+
+
+def headline(report: ProjectReport) -> list[tuple[str, str]]:
+    """The numbers on the report's first line, as (label, value)."""
+    k = report.knowledge
+    items = [
+        ("Python files", exact(k.python_files)),
+        ("lines", exact(k.python_lines)),
+        ("modules", f"{len(k.modules)} ({sum(m.top_level for m in k.modules)} top-level)"),
+    ]
+    if report.review is not None:
+        s = report.review.by_severity
+        items.append(("findings", f"{s['error']} errors, {s['warning']} warnings"))
+    if report.checkpoints:
+        unsafe = sum(c.verdict == "unsafe" for c in report.checkpoints)
+        items.append(("checkpoints", f"{len(report.checkpoints)} ({unsafe} unsafe)"))
+    if report.models:
+        built = sum(m.measure is not None for m in report.models)
+        items.append(("models measured", f"{built} of {len(report.models)}"))
+    return items
+
+
+def model_line(audit: ModelAudit) -> str:
+    """``311 k params, 393 MMACs, [8, 3, 32, 32] -> [8, 10]`` (or the error)."""
+    m = audit.measure
+    if m is None:
+        return audit.error or "not measured"
+    inputs = ", ".join(str(s) for s in m.inputs)
+    outputs = ", ".join(str(s) for s in m.outputs)
+    return (
+        f"{count(m.total_params)} params ({nbytes(m.param_bytes)}), "
+        f"{count(m.macs_forward, 'MACs')} forward, {inputs} -> {outputs}"
+    )
+
+
+def doctor_line(audit: ModelAudit) -> str:
+    d = audit.doctor
+    if d is None:
+        return "not run"
+    c = d.counts
+    failed = [check.id for check in d.checks if check.status == "fail"]
+    warned = [check.id for check in d.checks if check.status == "warn"]
+    text = f"{c.get('fail', 0)} failed, {c.get('warn', 0)} warned, {c.get('pass', 0)} passed"
+    if failed:
+        text += f" (FAIL: {', '.join(failed)})"
+    if warned:
+        text += f" (warn: {', '.join(warned)})"
+    return text

@@ -1,0 +1,440 @@
+"""The knobs tune tries: what each changes in the step, in the code, and how to check it.
+
+A :class:`Knob` is data: the :class:`~torchwise.tune.step.StepSettings` fields it
+changes, the edits that turn the canonical loop into the recommended one, the
+numerical tolerance its correctness check allows, and a predicate saying when
+it applies (channels_last needs convolutions; TF32 needs CUDA). Knobs in the
+same ``group`` are alternatives (fused vs foreach optimizer; 1 vs 2 threads): at
+most one of a group is recommended.
+
+:func:`available_knobs` is the one place that decides what is offered for a
+workload and why the others are not, so the choice is unit-testable without
+the hardware (``Facts`` can describe a CUDA machine on a CPU-only one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchwise.tune.loader import LoaderSettings
+from torchwise.tune.loop import Edit, Loop, add_call_kwargs, add_setup
+
+SPEED = "speed"
+MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a knob's step may drift from the baseline's and still count as correct.
+
+    ``loss_rtol`` bounds the relative difference of the step's loss and of the
+    loss after the step; ``update_rtol`` bounds the relative difference of the
+    updates' first-order effect on the loss, ``<g, update>`` with the baseline's
+    gradient ``g``. (A plain cosine of the updates would fail correct knobs:
+    Adam's first update is about ``lr * sign(g)``, and gradients that are zero
+    up to rounding flip sign under any reordering, at no cost to the loss.)
+    """
+
+    loss_rtol: float
+    update_rtol: float
+    why: str
+
+
+#: fp32 computed in another order (other kernels, threads, fused optimizers):
+#: rounding differences only.
+FP32 = Tolerance(1e-3, 0.02, "fp32 with another summation order")
+#: bf16 keeps 8 significant bits: about 2-3 decimal digits per operation.
+BF16 = Tolerance(5e-2, 0.25, "bf16 autocast (8-bit mantissa)")
+FP16 = Tolerance(2e-2, 0.15, "fp16 autocast (11-bit mantissa) with loss scaling")
+TF32 = Tolerance(1e-2, 0.05, "TF32 matmuls (11-bit mantissa inputs)")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What decides which knobs apply; built from the workload, or by hand in tests."""
+
+    device: str
+    cores: int
+    threads: int
+    has_conv: bool
+    optimizer_name: str
+    optimizer_args: frozenset[str]
+    has_loader: bool = False
+    compile: bool = False
+    compile_backend: str = "inductor"
+    checkpoint_blocks: str = ""
+    bf16_supported: bool = True
+    tf32_capable: bool = False
+    static_shapes: bool = True
+
+
+@dataclass(frozen=True)
+class Knob:
+    id: str
+    title: str
+    group: str
+    changes: dict[str, Any]
+    edits: tuple[Edit, ...] = ()
+    tolerance: Tolerance = FP32
+    why: str = ""
+    kind: str = SPEED
+    #: shown instead of (or beside) the loop diff when the change is in the model's code
+    model_change: str = ""
+    check_steps: int = 1
+    #: knobs a trial needs together, e.g. ("fp16 autocast", "GradScaler")
+    parts: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A knob and, when it cannot be tried here, why not."""
+
+    knob: Knob
+    skip_reason: str | None = None
+
+
+Factory = Callable[[Facts], Sequence[Candidate]]
+
+
+_CL = "memory_format=torch.channels_last"
+
+
+def _channels_last_edit(loop: Loop) -> Loop:
+    model = loop.model[0].replace(".to(device)", f".to(device, {_CL})")
+    to_device = tuple(
+        line.replace("inputs.to(device", f"inputs.to(device, {_CL}", 1) for line in loop.to_device
+    )
+    return loop.replace(model=(model, *loop.model[1:]), to_device=to_device)
+
+
+def _channels_last(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "channels-last",
+        "channels_last memory format",
+        "memory-format",
+        {"channels_last": True},
+        (_channels_last_edit,),
+        why="NHWC convolutions avoid layout conversions in oneDNN and cuDNN kernels.",
+    )
+    if not facts.has_conv:
+        return [Candidate(knob, "the model has no 2-d convolutions")]
+    return [Candidate(knob)]
+
+
+def _autocast_edit(device: str, dtype: str) -> Edit:
+    context = f'torch.autocast("{device}", dtype=torch.{dtype})'
+    return lambda loop: loop.replace(contexts=(*loop.contexts, context))
+
+
+def _bf16(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "bf16-autocast",
+        "bf16 autocast",
+        "autocast",
+        {"autocast": "bf16"},
+        (_autocast_edit(facts.device, "bfloat16"),),
+        BF16,
+        "Matmuls and convolutions in bfloat16: half the memory traffic, and fast "
+        "on CPUs with AMX/AVX512-BF16 and on Ampere+ GPUs.",
+    )
+    if not facts.bf16_supported:
+        return [Candidate(knob, "this GPU does not support bfloat16")]
+    return [Candidate(knob)]
+
+
+def _fp16(facts: Facts) -> list[Candidate]:
+    def edit(loop: Loop) -> Loop:
+        loop = _autocast_edit("cuda", "float16")(loop)
+        return loop.replace(
+            extras=(*loop.extras, 'scaler = torch.amp.GradScaler("cuda")'),
+            backward=("scaler.scale(loss).backward()",),
+            step=("scaler.step(optimizer)", "scaler.update()"),
+        )
+
+    knob = Knob(
+        "fp16-autocast",
+        "fp16 autocast with GradScaler",
+        "autocast",
+        {"autocast": "fp16", "grad_scaler": True},
+        (edit,),
+        FP16,
+        "Tensor-core float16 with dynamic loss scaling so small gradients do not underflow.",
+        parts=("fp16 autocast", "GradScaler"),
+    )
+    if facts.device != "cuda":
+        return [Candidate(knob, "GPU only (fp16 autocast on CPU is slow)")]
+    return [Candidate(knob)]
+
+
+def _optimizer_impls(facts: Facts) -> list[Candidate]:
+    out = []
+    for impl, title, why in (
+        (
+            "foreach",
+            "foreach optimizer",
+            "One multi-tensor kernel per operation instead of a Python loop over parameters.",
+        ),
+        ("fused", "fused optimizer", "The whole update in one fused kernel per parameter group."),
+    ):
+        knob = Knob(
+            f"{impl}-optimizer",
+            f"{title} ({impl}=True)",
+            "optimizer-impl",
+            {"optimizer_impl": impl},
+            (add_call_kwargs("optimizer", **{impl: True}),),
+            why=why,
+        )
+        if impl not in facts.optimizer_args:
+            out.append(Candidate(knob, f"{facts.optimizer_name} has no {impl} option"))
+        elif impl == "foreach" and facts.device == "cuda":
+            out.append(Candidate(knob, "foreach is already the default on CUDA"))
+        else:
+            out.append(Candidate(knob))
+    return out
+
+
+def _zero_grad(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "zero-grad-in-place",
+        "zero_grad(set_to_none=False)",
+        "zero-grad",
+        {"set_to_none": False},
+        (lambda loop: loop.replace(zero_grad=("optimizer.zero_grad(set_to_none=False)",)),),
+        why="Zeroes gradient buffers in place instead of freeing them (the default "
+        "since torch 2.0 frees them); measured to confirm the default.",
+    )
+    return [Candidate(knob)]
+
+
+def _threads(facts: Facts) -> list[Candidate]:
+    if facts.device != "cpu":
+        return []
+    counts = sorted({1, facts.threads // 2} - {0, facts.threads})
+    return [
+        Candidate(
+            Knob(
+                f"threads-{n}",
+                f"torch.set_num_threads({n})",
+                "threads",
+                {"threads": n},
+                (add_setup(f"torch.set_num_threads({n})"),),
+                why=f"Fewer intra-op threads than the default {facts.threads}: small ops "
+                "pay less synchronisation, and a busy machine pre-empts fewer of them.",
+            )
+        )
+        for n in counts
+    ]
+
+
+def _compile(facts: Facts) -> list[Candidate]:
+    backend = facts.compile_backend
+    line = (
+        "model = torch.compile(model)"
+        if backend == "inductor"
+        else (f'model = torch.compile(model, backend="{backend}")')
+    )
+    knob = Knob(
+        "compile",
+        "torch.compile" + ("" if backend == "inductor" else f" (backend={backend})"),
+        "compile",
+        {"compile": True, "compile_backend": backend},
+        (lambda loop: loop.replace(model=(*loop.model, line)),),
+        why="Fuses pointwise ops and removes Python overhead; the first step compiles.",
+    )
+    if not facts.compile:
+        return [Candidate(knob, "opt-in: pass --compile (its first compile can take minutes)")]
+    return [Candidate(knob)]
+
+
+def _checkpointing(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "activation-checkpointing",
+        "activation checkpointing",
+        "checkpointing",
+        {"checkpointing": True},
+        why="Recomputes each block's activations in the backward instead of storing "
+        "them: less memory for more compute.",
+        kind=MEMORY,
+        model_change=(
+            "from torch.utils.checkpoint import checkpoint\n"
+            "# in forward(), for each block found (" + (facts.checkpoint_blocks or "none") + "):\n"
+            "-        x = block(x)\n"
+            "+        x = checkpoint(block, x, use_reentrant=False)"
+        ),
+    )
+    if not facts.checkpoint_blocks:
+        return [Candidate(knob, "no repeated blocks to checkpoint")]
+    return [Candidate(knob)]
+
+
+def _tf32(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "tf32",
+        "TF32 matmuls and convolutions",
+        "tf32",
+        {"tf32": True},
+        (
+            add_setup(
+                'torch.backends.cuda.matmul.fp32_precision = "tf32"',
+                'torch.backends.cudnn.conv.fp32_precision = "tf32"',
+            ),
+        ),
+        TF32,
+        "fp32 matmuls on tensor cores with 10-bit mantissa inputs (Ampere and newer).",
+    )
+    if facts.device != "cuda":
+        return [Candidate(knob, "GPU only")]
+    if not facts.tf32_capable:
+        return [Candidate(knob, "needs an Ampere (sm_80) or newer GPU")]
+    return [Candidate(knob)]
+
+
+def _cudnn_benchmark(facts: Facts) -> list[Candidate]:
+    knob = Knob(
+        "cudnn-benchmark",
+        "cudnn.benchmark",
+        "cudnn-benchmark",
+        {"cudnn_benchmark": True},
+        (add_setup("torch.backends.cudnn.benchmark = True"),),
+        why="cuDNN times its convolution algorithms once per input shape and keeps the fastest.",
+    )
+    if facts.device != "cuda":
+        return [Candidate(knob, "GPU only")]
+    if not facts.has_conv:
+        return [Candidate(knob, "the model has no convolutions")]
+    if not facts.static_shapes:
+        return [Candidate(knob, "input shapes vary between batches (it re-tunes per shape)")]
+    return [Candidate(knob)]
+
+
+def _pinned(facts: Facts) -> list[Candidate]:
+    def edit(loop: Loop) -> Loop:
+        loop = add_call_kwargs("loader", pin_memory=True)(loop)
+        to_device = tuple(
+            line.replace(".to(device", ".to(device, non_blocking=True") for line in loop.to_device
+        )
+        return loop.replace(to_device=to_device)
+
+    knob = Knob(
+        "pinned-memory",
+        "pinned memory + non_blocking copies",
+        "pinned",
+        {"pinned": True},
+        (edit,),
+        why="Page-locked host batches copy to the GPU asynchronously, overlapping compute.",
+    )
+    if facts.device != "cuda":
+        return [Candidate(knob, "GPU only")]
+    return [Candidate(knob)]
+
+
+def _cuda_graphs(facts: Facts) -> list[Candidate]:
+    def edit(loop: Loop) -> Loop:
+        body = (
+            "# capture the whole step once (static shapes), then replay it",
+            "static_inputs, static_target = [t.to(device) for t in next(iter(loader))]",
+            "stream = torch.cuda.Stream()",
+            "stream.wait_stream(torch.cuda.current_stream())",
+            "with torch.cuda.stream(stream):",
+            "    for _ in range(3):  # warm up on a side stream before capture",
+            "        optimizer.zero_grad(set_to_none=True)",
+            "        output = model(static_inputs)",
+            "        " + loop.forward[-1].replace("output, target", "output, static_target"),
+            "        loss.backward()",
+            "        optimizer.step()",
+            "torch.cuda.current_stream().wait_stream(stream)",
+            "graph = torch.cuda.CUDAGraph()",
+            "optimizer.zero_grad(set_to_none=True)",
+            "with torch.cuda.graph(graph):",
+            "    output = model(static_inputs)",
+            "    " + loop.forward[-1].replace("output, target", "output, static_target"),
+            "    loss.backward()",
+            "    optimizer.step()",
+            "",
+            "for inputs, target in loader:",
+            "    static_inputs.copy_(inputs, non_blocking=True)",
+            "    static_target.copy_(target, non_blocking=True)",
+            "    graph.replay()",
+        )
+        optimizer = tuple(
+            _capturable(line) if facts.optimizer_name != "torch.optim.SGD" else line
+            for line in loop.optimizer
+        )
+        return loop.replace(optimizer=optimizer, body_override=body)
+
+    knob = Knob(
+        "cuda-graphs",
+        "CUDA graph of the whole step",
+        "cuda-graphs",
+        {"cuda_graph": True},
+        (edit,),
+        why="Replays the step's kernels from one graph launch: no per-kernel CPU launch cost.",
+        check_steps=4,
+    )
+    if facts.device != "cuda":
+        return [Candidate(knob, "GPU only")]
+    if not facts.static_shapes:
+        return [Candidate(knob, "input shapes vary between batches")]
+    if "capturable" not in facts.optimizer_args and facts.optimizer_name != "torch.optim.SGD":
+        return [Candidate(knob, f"{facts.optimizer_name} cannot be captured (no capturable=)")]
+    return [Candidate(knob)]
+
+
+def _capturable(line: str) -> str:
+    return add_call_kwargs("optimizer", capturable=True)(Loop(optimizer=(line,))).optimizer[0]
+
+
+#: Every knob family, in the order the report lists knobs that tie.
+FACTORIES: tuple[Factory, ...] = (
+    _threads,
+    _channels_last,
+    _bf16,
+    _fp16,
+    _optimizer_impls,
+    _compile,
+    _tf32,
+    _cudnn_benchmark,
+    _pinned,
+    _cuda_graphs,
+    _zero_grad,
+    _checkpointing,
+)
+
+
+def loader_knob(settings: LoaderSettings, user: LoaderSettings) -> Knob:
+    """The DataLoader settings the loader scan found fastest, as a knob."""
+    changed = {k: v for k, v in settings.kwargs().items() if user.kwargs().get(k) != v}
+    return Knob(
+        "loader",
+        "DataLoader(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")",
+        "loader",
+        {"loader": settings},
+        (add_call_kwargs("loader", **changed),),
+        why="Worker processes load the next batches while the step computes.",
+    )
+
+
+def all_candidates(facts: Facts) -> list[Candidate]:
+    return [candidate for factory in FACTORIES for candidate in factory(facts)]
+
+
+def available_knobs(
+    facts: Facts, *, only: Sequence[str] | None = None, skip: Sequence[str] = ()
+) -> tuple[list[Knob], list[tuple[Knob, str]]]:
+    """(knobs to try, [(knob, why not)]) for a workload; ``only``/``skip`` are knob ids."""
+    offered, skipped = [], []
+    for candidate in all_candidates(facts):
+        knob = candidate.knob
+        if candidate.skip_reason is not None:
+            skipped.append((knob, candidate.skip_reason))
+        elif knob.id in skip or (only is not None and knob.id not in only):
+            skipped.append((knob, "not selected"))
+        else:
+            offered.append(knob)
+    return offered, skipped
+
+
+def knob_ids(facts: Facts) -> list[str]:
+    return [candidate.knob.id for candidate in all_candidates(facts)]

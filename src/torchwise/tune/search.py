@@ -1,0 +1,320 @@
+"""Which knobs to recommend: checked, measured, and combined greedily.
+
+1. **The thread count first.** It changes every other knob's timing, and on a
+   busy machine two OpenMP threads can make each op wait at a barrier for a
+   pre-empted peer (steps 20x slower were measured), drowning any other effect
+   in noise. So the ``threads-N`` knobs are measured alone first.
+2. **Stages.** Each knob is applied to a fresh private copy on top of the
+   knobs accepted so far (the *incumbent*), checked for correctness against
+   the original baseline (:mod:`torchwise.tune.checks`), and timed against the
+   incumbent in one interleaved session. The knob with the largest significant
+   speedup is accepted into the incumbent; the knobs still undecided (faster
+   ones, whose gains may overlap with it, and ones the noise left open) are
+   measured again on top of it. Repeat while something is still faster; at
+   most one knob per group.
+3. **Confirmation.** With two or more accepted knobs, the final combination is
+   measured against the original baseline: that is the gain the report promises.
+
+A knob whose "slower" or "no significant difference" verdict was settled (its
+interval excluded a useful gain) is not retried; memory knobs (activation
+checkpointing) are measured once for their time and memory cost and reported as
+trade-offs, never accepted as speedups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from torchwise.tune.checks import CheckResult, Reference, check_knob
+from torchwise.tune.knobs import SPEED, Knob, Tolerance
+from torchwise.tune.memory import StepMemory, live_training_state, measure_step_memory
+from torchwise.tune.session import Arm, ArmResult, SessionConfig, SessionResult, run_session
+from torchwise.tune.stats import Comparison, Verdict
+from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
+
+Notify = Callable[[str], None]
+
+
+@dataclass
+class Trial:
+    """One knob measured in one stage, on top of the knobs accepted before it."""
+
+    knob: Knob
+    stage: int
+    on_top_of: tuple[str, ...]
+    check: CheckResult | None = None
+    error: str | None = None
+    first_step_s: float | None = None
+    result: ArmResult | None = None
+    baseline: ArmResult | None = None
+    memory: StepMemory | None = None
+    accepted: bool = False
+
+    @property
+    def comparison(self) -> Comparison | None:
+        return self.result.comparison if self.result is not None else None
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "failed"
+        if self.check is not None and not self.check.ok:
+            return "incorrect"
+        if self.comparison is None:
+            return "not measured"
+        return self.comparison.verdict.value
+
+
+@dataclass
+class Stage:
+    index: int
+    incumbent: tuple[str, ...]
+    session: SessionResult | None
+    trials: list[Trial]
+    baseline_memory: StepMemory | None = None
+
+
+@dataclass
+class SearchResult:
+    stages: list[Stage]
+    accepted: list[Trial]
+    confirmation: SessionResult | None
+    elapsed_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def combined(self) -> Comparison | None:
+        """The accepted knobs together against the original baseline."""
+        if self.confirmation is not None:
+            return next(iter(self.confirmation.arms.values())).comparison
+        return self.accepted[0].comparison if self.accepted else None
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    budget_s: float = 60.0
+    session: SessionConfig = field(default_factory=SessionConfig)
+    compile_budget_s: float | None = 300.0
+    train_mode: bool = True
+    seed: int = 0
+    max_stages: int = 5
+
+
+def settings_for(knobs: Sequence[Knob]) -> StepSettings:
+    settings = StepSettings()
+    for knob in knobs:
+        settings = settings.merged(**knob.changes)
+    return settings
+
+
+#: Groups measured before all others: the thread count changes every other
+#: knob's timing (and, on a busy machine, its noise), so the rest are measured
+#: on top of the best thread count.
+FIRST_GROUPS = frozenset({"threads"})
+
+
+def _faster(trial: Trial) -> bool:
+    c = trial.comparison
+    return trial.error is None and c is not None and c.verdict is Verdict.FASTER
+
+
+def _decided(trial: Trial) -> bool:
+    """Whether measuring the knob again, on any baseline, is pointless.
+
+    Broken knobs, memory knobs (measured once for their trade-off), and knobs
+    whose "slower" or "no significant difference" verdict was settled (the
+    interval excluded a useful gain); a faster knob stays pending so it is
+    measured again on top of what gets accepted, and so does one left
+    undecided by the noise or the budget.
+    """
+    if trial.status in ("failed", "incorrect", "not measured") or trial.knob.kind != SPEED:
+        return True
+    c = trial.comparison
+    return c is not None and c.settled and c.verdict is not Verdict.FASTER
+
+
+def loosest(knobs: Sequence[Knob]) -> Tolerance:
+    """The tolerance of a combination: bf16 plus a fused optimizer drifts like bf16."""
+    tolerances = [k.tolerance for k in knobs]
+    widest = max(tolerances, key=lambda t: t.loss_rtol)
+    return Tolerance(widest.loss_rtol, max(t.update_rtol for t in tolerances), widest.why)
+
+
+def _one_line(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+def _settle_steps(settings: Sequence[StepSettings]) -> int:
+    # Changing the thread count (or TF32) between samples costs the next step a
+    # pool resize; a loader arm finds its prefetch queue full after a pause.
+    steps = 0
+    for s in settings:
+        if s.threads is not None or s.tf32 or s.cudnn_benchmark:
+            steps = max(steps, 1)
+        if s.loader is not None:
+            steps = max(steps, s.loader.queue_depth + 1)
+    return steps
+
+
+def _arm(name: str, step: TrainingStep, settle: int) -> Arm:
+    return Arm(name, step.run, step.scope, settle, info=step.settings)
+
+
+SessionRunner = Callable[[Arm, list[Arm], SessionConfig], SessionResult]
+
+
+def _memory(step: TrainingStep) -> StepMemory | None:
+    try:
+        with step.scope():
+            step.zero_grad()
+            return measure_step_memory(
+                step.step, step.device, lambda: live_training_state(step.module, step.optimizer)
+            )
+    except Exception:  # memory is evidence, not a gate: a failing probe leaves it out
+        return None
+
+
+class Search:
+    """Runs the stages; one instance per tune run."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        knobs: Sequence[Knob],
+        config: SearchConfig,
+        *,
+        notify: Notify = lambda _: None,
+        clock: Callable[[], float] = time.perf_counter,
+        runner: SessionRunner = run_session,
+    ) -> None:
+        self.workload = workload
+        self.knobs = list(knobs)
+        self.config = config
+        self.notify = notify
+        self.clock = clock
+        self.runner = runner
+        self.reference = Reference(workload)
+        self.start = clock()
+
+    def remaining(self) -> float:
+        return max(0.0, self.config.budget_s - (self.clock() - self.start))
+
+    def _prepare(
+        self, knob: Knob, incumbent: Sequence[Knob], stage: int
+    ) -> tuple[Trial, TrainingStep | None]:
+        trial = Trial(knob, stage, tuple(k.id for k in incumbent))
+        settings = settings_for([*incumbent, knob])
+        try:
+            # Checked against the incumbent, itself checked against the baseline:
+            # the same numerics, and cheap once a faster thread count is in it.
+            check_base = TrainingStep(self.workload, settings_for(incumbent))
+            step = TrainingStep(self.workload, settings)
+            budget = self.config.compile_budget_s if settings.compile else None
+            started = time.perf_counter()
+            with time_limit(budget, "torch.compile's first step"):
+                trial.check = check_knob(
+                    self.reference,
+                    check_base,
+                    step,
+                    loosest([*incumbent, knob]),
+                    train=self.config.train_mode,
+                    seed=self.config.seed,
+                    steps=knob.check_steps,
+                )
+            trial.first_step_s = time.perf_counter() - started
+        except Exception as exc:  # a knob that breaks the step is a result, not a crash
+            trial.error = _one_line(exc)
+            if settings.compile:
+                torch.compiler.reset()
+            return trial, None
+        if not trial.check.ok:
+            return trial, None
+        return trial, step
+
+    def run_stage(
+        self, stage: int, incumbent: Sequence[Knob], knobs: Sequence[Knob], budget_s: float
+    ) -> Stage:
+        label = " + ".join(k.id for k in incumbent) or "baseline"
+        self.notify(f"stage {stage}: {len(knobs)} knob(s) against {label}")
+        trials, steps = [], {}
+        for knob in knobs:
+            self.notify(f"  checking {knob.id}")
+            trial, step = self._prepare(knob, incumbent, stage)
+            trials.append(trial)
+            if step is not None:
+                steps[knob.id] = step
+        base_step = TrainingStep(self.workload, settings_for(incumbent))
+        all_settings = [base_step.settings] + [s.settings for s in steps.values()]
+        settle = _settle_steps(all_settings)
+        session = None
+        if steps:
+            self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
+            config = dataclasses.replace(
+                self.config.session, budget_s=budget_s, seed=self.config.seed + stage
+            )
+            session = self.runner(
+                _arm("baseline", base_step, settle),
+                [_arm(knob_id, step, settle) for knob_id, step in steps.items()],
+                config,
+            )
+            for trial in trials:
+                if trial.knob.id in session.arms:
+                    result = session.arms[trial.knob.id]
+                    trial.result, trial.baseline = result, session.baseline
+                    if result.error is not None:
+                        trial.error = result.error
+                    trial.memory = _memory(steps[trial.knob.id])
+        return Stage(stage, tuple(k.id for k in incumbent), session, trials, _memory(base_step))
+
+    def run(self) -> SearchResult:
+        stages: list[Stage] = []
+        accepted: list[Trial] = []
+        incumbent: list[Knob] = []
+        pending = list(self.knobs)
+        candidates = [k for k in pending if k.group in FIRST_GROUPS] or pending
+        stage_index = 1
+        while candidates and stage_index <= self.config.max_stages:
+            first_groups_only = all(k.group in FIRST_GROUPS for k in candidates)
+            share = 0.35 if first_groups_only and len(candidates) < len(pending) else 0.6
+            stage = self.run_stage(stage_index, incumbent, candidates, self.remaining() * share)
+            stages.append(stage)
+            for trial in stage.trials:
+                if _decided(trial):
+                    pending.remove(trial.knob)
+            winners = sorted(
+                (t for t in stage.trials if t.knob.kind == SPEED and _faster(t)),
+                key=lambda t: t.comparison.ratio if t.comparison else 1.0,
+            )
+            if winners:
+                best = winners[0]
+                best.accepted = True
+                accepted.append(best)
+                incumbent.append(best.knob)
+                groups = {k.group for k in incumbent}
+                pending = [k for k in pending if k is not best.knob and k.group not in groups]
+            elif not first_groups_only:
+                break
+            # Next: everything still undecided, on top of what was accepted (after
+            # the thread count, all the other knobs; after that, the knobs that
+            # were faster or that the noise left undecided).
+            candidates = [k for k in pending if k.group not in FIRST_GROUPS]
+            stage_index += 1
+        confirmation = None
+        if len(accepted) >= 2:
+            self.notify("confirming the combination against the baseline")
+            confirmation = self.runner(
+                _arm("baseline", TrainingStep(self.workload), 1),
+                [_arm("combined", TrainingStep(self.workload, settings_for(incumbent)), 1)],
+                dataclasses.replace(
+                    self.config.session,
+                    budget_s=max(self.remaining(), 1.0),
+                    seed=self.config.seed + 99,
+                ),
+            )
+        return SearchResult(stages, accepted, confirmation, self.clock() - self.start)

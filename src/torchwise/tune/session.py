@@ -1,0 +1,337 @@
+"""Interleaved, adaptive timing of several training-step variants ("arms").
+
+One session measures a baseline and any number of arms on the same machine at the
+same time:
+
+1. **Warm-up.** Every arm runs ``warmup_steps`` untimed-for-comparison steps. The
+   first one is kept apart (it includes ``torch.compile``'s compile, cuDNN's
+   autotuning, lazy allocations); the others calibrate how many steps make one
+   sample of about ``target_sample_s``, so a sample is long against the timer's
+   and the scheduler's granularity.
+2. **Rounds.** Each round runs every undecided arm once, in an order shuffled by
+   a seeded generator, with a baseline sample between every two arms
+   (``B a1 a2 B a3 a4 B``): each arm is paired with the baseline sample right
+   next to it, so load that drifts over seconds cancels in the pair's ratio.
+   An arm with process-wide settings (threads, TF32) first runs
+   ``settle_steps`` untimed.
+3. **Adaptive stopping.** At the looks of a geometric schedule (rounds 11, 13,
+   16, 19, ...) each arm is compared with the baseline
+   (:func:`torchwise.tune.stats.compare`) at a per-look confidence chosen so
+   that all the looks together keep the promised error rate; an arm whose
+   verdict is settled stops being measured. The session ends when every arm is
+   settled, after ``max_rounds``, or when the next round would overrun the
+   budget (the first look's rounds are always completed, so every arm gets a
+   verdict).
+
+The clock is injected: tests drive sessions with a fake clock and synthetic arms,
+so no test verdict depends on wall time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from torchwise.tune.stats import Comparison, compare, iqr, median, min_pairs
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class Arm:
+    """A variant of the training step to time.
+
+    ``run(steps)`` runs that many steps and returns only when they are done
+    (a CUDA step synchronises). ``scope()`` enters and leaves any process-wide
+    setting the arm needs around each sample.
+    """
+
+    name: str
+    run: Callable[[int], None]
+    scope: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    settle_steps: int = 0
+    #: what the arm runs (tune puts its StepSettings here), for reports and tests
+    info: object = None
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """How hard to try. Defaults suit steps of milliseconds to a second."""
+
+    warmup_steps: int = 3
+    min_rounds: int = 8  # raised to what the per-look confidence needs (11 at 99%)
+    max_rounds: int = 150
+    budget_s: float = 30.0
+    target_sample_s: float = 0.01
+    max_steps_per_sample: int = 64
+    confidence: float = 0.99
+    min_effect: float = 0.05
+    #: stop measuring an arm once its interval rules out effects larger than this
+    equivalence: float = 0.10
+    seed: int = 0
+
+
+@dataclass
+class ArmResult:
+    """Everything measured for one arm."""
+
+    name: str
+    first_step_s: float | None = None
+    #: the median warm-up step after the first, which sized the samples
+    warm_step_s: float = 0.0
+    steps_per_sample: int = 1
+    #: round index -> seconds per step in that round's sample
+    samples: dict[int, float] = field(default_factory=dict)
+    #: round index -> the baseline's seconds per step measured next to that sample
+    paired_base: dict[int, float] = field(default_factory=dict)
+    error: str | None = None
+    comparison: Comparison | None = None
+
+    @property
+    def times(self) -> list[float]:
+        return [self.samples[r] for r in sorted(self.samples)]
+
+    @property
+    def median_s(self) -> float:
+        return median(self.times) if self.samples else math.nan
+
+    @property
+    def iqr_s(self) -> tuple[float, float]:
+        return iqr(self.times) if self.samples else (math.nan, math.nan)
+
+
+@dataclass
+class SessionResult:
+    baseline: ArmResult
+    arms: dict[str, ArmResult]
+    rounds: int
+    elapsed_s: float
+    stop_reason: str
+    config: SessionConfig
+
+
+def paired(arm: ArmResult) -> tuple[list[float], list[float]]:
+    """The arm's times and the baseline's times measured right beside them."""
+    rounds = sorted(arm.samples)
+    return [arm.samples[r] for r in rounds], [arm.paired_base[r] for r in rounds]
+
+
+def _one_line(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class _Timer:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def time_steps(self, arm: Arm, steps: int, settle: int = 0) -> float:
+        """Seconds for ``steps`` steps of ``arm`` inside its scope, after ``settle`` untimed."""
+        with arm.scope():
+            if settle:
+                arm.run(settle)
+            start = self.clock()
+            arm.run(steps)
+            return self.clock() - start
+
+
+def _warm_up(
+    arm: Arm, result: ArmResult, timer: _Timer, config: SessionConfig, base: ArmResult | None
+) -> None:
+    """Run the warm-up steps and choose how many steps make one of the arm's samples.
+
+    Every arm uses the baseline's ``steps_per_sample``: the mean of 3 steps and the
+    mean of 4 have differently skewed distributions when steps are sometimes
+    pre-empted, which would bias a rank comparison of two equal arms. Only an
+    arm whose steps take over 4x the baseline's gets proportionally fewer.
+    """
+    times = [timer.time_steps(arm, 1) for _ in range(max(1, config.warmup_steps))]
+    result.first_step_s = times[0]
+    steady = times[1:] or times
+    result.warm_step_s = max(median(steady), 1e-9)
+    if base is None:
+        result.steps_per_sample = _calibrate(result.warm_step_s, config)
+        return
+    slowdown = result.warm_step_s / base.warm_step_s
+    result.steps_per_sample = base.steps_per_sample
+    if slowdown > 4:
+        result.steps_per_sample = max(1, math.floor(base.steps_per_sample * 4 / slowdown))
+
+
+def _calibrate(per_step_s: float, config: SessionConfig) -> int:
+    wanted = math.ceil(config.target_sample_s / max(per_step_s, 1e-9) - 1e-9)
+    return max(1, min(config.max_steps_per_sample, wanted))
+
+
+def run_session(
+    baseline: Arm,
+    arms: Sequence[Arm],
+    config: SessionConfig = SessionConfig(),
+    *,
+    clock: Clock = time.perf_counter,
+    on_round: Callable[[int], None] | None = None,
+) -> SessionResult:
+    """Measure ``arms`` against ``baseline``, interleaved, until settled or out of budget.
+
+    An arm that raises is recorded with its error and leaves the session; the
+    baseline raising is re-raised (nothing can be compared without it).
+    """
+    timer = _Timer(clock)
+    rng = random.Random(config.seed)
+    start = clock()
+    base_result = ArmResult(baseline.name)
+    _warm_up(baseline, base_result, timer, config, None)
+    results: dict[str, ArmResult] = {}
+    active: list[Arm] = []
+    for arm in arms:
+        result = results[arm.name] = ArmResult(arm.name)
+        try:
+            _warm_up(arm, result, timer, config, base_result)
+        except Exception as exc:  # a knob that breaks the step is a result, not a crash
+            result.error = _one_line(exc)
+            continue
+        active.append(arm)
+
+    rounds, stop_reason = 0, "every arm settled"
+    first_look = first_round(config)
+    looks = look_schedule(first_look, config.max_rounds)
+    round_cost = _round_cost(base_result, [results[a.name] for a in active])
+    while active:
+        elapsed = clock() - start
+        if rounds >= config.max_rounds:
+            stop_reason = f"reached {config.max_rounds} rounds"
+            break
+        if rounds >= first_look and elapsed + round_cost > config.budget_s:
+            stop_reason = f"time budget of {config.budget_s:g} s"
+            break
+        rng.shuffle(active)
+        round_start = clock()
+        sequence = _round_sequence(active)
+        measured: list[float | None] = []
+        for member in sequence:
+            result = base_result if member is None else results[member.name]
+            arm = baseline if member is None else member
+            try:
+                seconds = timer.time_steps(arm, result.steps_per_sample, arm.settle_steps)
+            except Exception as exc:
+                if member is None:
+                    raise
+                result.error = _one_line(exc)
+                measured.append(None)
+                continue
+            measured.append(seconds / result.steps_per_sample)
+            if member is None:
+                base_result.samples[len(base_result.samples)] = measured[-1]  # type: ignore[assignment]
+        for position, member in enumerate(sequence):
+            if member is None or measured[position] is None:
+                continue
+            partner = position - 1 if sequence[position - 1] is None else position + 1
+            result = results[member.name]
+            result.samples[rounds] = measured[position]  # type: ignore[assignment]
+            result.paired_base[rounds] = measured[partner]  # type: ignore[assignment]
+        round_cost = clock() - round_start
+        rounds += 1
+        active = [a for a in active if results[a.name].error is None]
+        if rounds in looks:
+            active = [a for a in active if not _settled(results[a.name], config)]
+        if on_round is not None:
+            on_round(rounds)
+    else:
+        if rounds == 0:
+            stop_reason = "no arm to compare"
+
+    for result in results.values():
+        if result.error is None and result.samples:
+            arm_t, base_t = paired(result)
+            result.comparison = compare(
+                arm_t,
+                base_t,
+                confidence=look_confidence(config),
+                min_effect=config.min_effect,
+                equivalence=config.equivalence,
+            )
+    return SessionResult(base_result, results, rounds, clock() - start, stop_reason, config)
+
+
+def _round_sequence(arms: Sequence[Arm]) -> list[Arm | None]:
+    """One round's order, ``None`` standing for the baseline: B a1 a2 B a3 a4 B a5.
+
+    Every arm runs right next to a baseline sample and is paired with it (a1 and
+    a3 with the one before, a2 and a4 with the one after); a baseline sample
+    serves the arm on each side. That costs n + n//2 + 1 samples a round instead
+    of the 2n of separate pairs, with the same adjacency. The arms come shuffled,
+    so over the rounds each runs before and after its baseline alike.
+    """
+    sequence: list[Arm | None] = []
+    for index in range(0, len(arms), 2):
+        sequence.append(None)
+        sequence.extend(arms[index : index + 2])
+    if len(arms) % 2 == 0 and arms:
+        sequence.append(None)
+    return sequence
+
+
+def look_schedule(first: int, last: int, growth: float = 1.2) -> frozenset[int]:
+    """The round counts after which arms are tested: ``first``, then about 20% apart.
+
+    Testing after every round would give a null arm dozens of chances to look
+    significant by luck; a geometric schedule keeps the number of looks
+    logarithmic in the rounds run (about 16 looks up to 150 rounds).
+    """
+    looks, n = set(), float(first)
+    while round(n) < last:
+        looks.add(round(n))
+        n = max(n * growth, round(n) + 1)
+    looks.add(last)
+    return frozenset(looks)
+
+
+#: Per-look error rates calibrated by simulation (bench/tune_calibrate.py) for
+#: (overall confidence, max_rounds) with looks from round 11 growing by 1.2: the
+#: largest per-look level at which all looks together, plus a final one at a
+#: budget stop, reject a null arm at most 1 - confidence of the time. The
+#: signed-rank test is distribution-free for symmetric noise, so one simulation
+#: holds for any such noise. 0.0012 is 2.2x Bonferroni's 0.01 / 18.
+CALIBRATED_LOOK_ALPHA: dict[tuple[float, int], float] = {(0.99, 150): 0.0012}
+CALIBRATED_FIRST_LOOK = 11
+
+
+def look_confidence(config: SessionConfig) -> float:
+    """The confidence of each look, so that all looks together err with at most 1 - confidence.
+
+    The calibrated level when the schedule is the calibrated one (the default:
+    99.88% per look for 99% overall); otherwise Bonferroni over the looks,
+    conservative but free of assumptions (18 looks at 99% overall: 99.94%).
+    """
+    calibrated = CALIBRATED_LOOK_ALPHA.get((config.confidence, config.max_rounds))
+    if calibrated is not None and config.min_rounds <= CALIBRATED_FIRST_LOOK:
+        return 1 - calibrated
+    looks = len(look_schedule(config.min_rounds, config.max_rounds))
+    return 1 - (1 - config.confidence) / looks
+
+
+def first_round(config: SessionConfig) -> int:
+    """``min_rounds``, raised to the fewest pairs for which a per-look interval exists."""
+    return max(config.min_rounds, min_pairs(look_confidence(config) - 1e-12))
+
+
+def _settled(result: ArmResult, config: SessionConfig) -> bool:
+    arm_t, base_t = paired(result)
+    level = look_confidence(config)
+    return compare(
+        arm_t,
+        base_t,
+        confidence=level,
+        min_effect=config.min_effect,
+        equivalence=config.equivalence,
+    ).settled
+
+
+def _round_cost(base: ArmResult, others: Sequence[ArmResult]) -> float:
+    """Seconds the first round should take, from the warm-up; later rounds use the last."""
+    return sum(r.steps_per_sample * r.warm_step_s for r in (base, *others))

@@ -1,0 +1,208 @@
+"""The interleaved session, driven by a fake clock and synthetic steps (no wall time)."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torchwise.tune.session import (
+    Arm,
+    SessionConfig,
+    first_round,
+    look_confidence,
+    look_schedule,
+    run_session,
+)
+from torchwise.tune.stats import Verdict
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import FakeClock, NoisyMachine
+
+
+def recording_arm(name: str, clock: FakeClock, log: list[str], seconds: float = 0.01) -> Arm:
+    def run(steps: int) -> None:
+        for _ in range(steps):
+            log.append(name)
+            clock.advance(seconds)
+
+    return Arm(name, run)
+
+
+def test_every_arm_runs_next_to_a_baseline_sample_in_shuffled_rounds() -> None:
+    clock, log = FakeClock(), []
+    base = recording_arm("B", clock, log)
+    arms = [recording_arm(n, clock, log) for n in "WXYZ"]
+    config = SessionConfig(warmup_steps=2, min_rounds=6, max_rounds=6, target_sample_s=0.01)
+    result = run_session(base, arms, config, clock=clock)
+    # Warm-up: 2 single steps per arm, baseline first.
+    assert log[:10] == ["B", "B", "W", "W", "X", "X", "Y", "Y", "Z", "Z"]
+    timed = log[10:]
+    # Each round: B a a B a a B (4 arms + 3 baseline samples), one step per sample.
+    assert len(timed) == 6 * 7
+    rounds = [timed[i : i + 7] for i in range(0, len(timed), 7)]
+    after_base = collections.Counter()
+    for sequence in rounds:
+        assert sequence[0] == sequence[3] == sequence[6] == "B"
+        assert sorted(sequence[1:3] + sequence[4:6]) == list("WXYZ")
+        after_base.update([sequence[1], sequence[4]])
+    assert len({tuple(r) for r in rounds}) > 1  # the order is shuffled between rounds
+    assert set(after_base) == set("WXYZ") and max(after_base.values()) < 6  # both sides occur
+    assert {len(r.samples) for r in result.arms.values()} == {6}
+    assert len(result.baseline.samples) == 18
+
+
+def test_an_odd_arm_out_pairs_with_the_sample_before_it() -> None:
+    clock, log = FakeClock(), []
+    config = SessionConfig(warmup_steps=1, min_rounds=2, max_rounds=2, target_sample_s=0.01)
+    run_session(
+        recording_arm("B", clock, log), [recording_arm("X", clock, log)], config, clock=clock
+    )
+    assert log[2:] == ["B", "X", "B", "X"]
+
+
+def test_the_first_step_is_kept_apart_from_the_samples() -> None:
+    machine = NoisyMachine(seed=1, jitter=0.0, spike_p=0.0, max_load=1.0)
+    base = machine.arm("base", 0.01)
+    slow_start = machine.arm("compiled", 0.005, first_step_s=30.0)
+    result = run_session(
+        base, [slow_start], SessionConfig(min_rounds=8, max_rounds=12), clock=machine.clock
+    )
+    arm = result.arms["compiled"]
+    assert arm.first_step_s == pytest.approx(30.0)
+    assert max(arm.times) < 0.01
+    assert arm.comparison is not None and arm.comparison.verdict is Verdict.FASTER
+
+
+def test_all_arms_share_the_baselines_steps_per_sample() -> None:
+    machine = NoisyMachine(seed=2, jitter=0.0, spike_p=0.0, max_load=1.0)
+    config = SessionConfig(target_sample_s=0.05, min_rounds=8, max_rounds=8)
+    result = run_session(
+        machine.arm("base", 0.01), [machine.arm("fast", 0.004)], config, clock=machine.clock
+    )
+    assert result.baseline.steps_per_sample == 5 == result.arms["fast"].steps_per_sample
+
+
+def test_an_arm_that_raises_is_a_result_and_the_others_go_on() -> None:
+    machine = NoisyMachine(seed=3)
+    result = run_session(
+        machine.arm("base", 0.01),
+        [machine.failing_arm("broken", after_steps=5), machine.arm("ok", 0.01)],
+        SessionConfig(min_rounds=8, max_rounds=12),
+        clock=machine.clock,
+    )
+    assert result.arms["broken"].error == "RuntimeError: broken broke the step"
+    assert result.arms["broken"].comparison is None
+    assert result.arms["ok"].comparison is not None
+
+
+def test_a_failing_baseline_is_raised() -> None:
+    machine = NoisyMachine(seed=4)
+    with pytest.raises(RuntimeError):
+        run_session(
+            machine.failing_arm("base"),
+            [machine.arm("x", 0.01)],
+            SessionConfig(),
+            clock=machine.clock,
+        )
+
+
+def test_the_budget_stops_the_session_after_the_first_look() -> None:
+    machine = NoisyMachine(seed=5, jitter=0.3)
+    config = SessionConfig(budget_s=3.0, max_rounds=1000)
+    result = run_session(
+        machine.arm("base", 0.01), [machine.arm("same", 0.01)], config, clock=machine.clock
+    )
+    assert result.stop_reason == "time budget of 3 s"
+    assert result.rounds >= first_round(config)
+    # The last round may only start if it fits: overrun is at most one round.
+    round_time = result.elapsed_s / result.rounds
+    assert result.elapsed_s <= config.budget_s + 2 * round_time
+
+
+def test_the_first_look_waits_for_enough_pairs() -> None:
+    config = SessionConfig()
+    # 99% overall at the calibrated 0.12% per look needs 11 pairs for any interval.
+    assert look_confidence(config) == pytest.approx(0.9988)
+    assert first_round(config) == 11
+    looks = sorted(look_schedule(first_round(config), config.max_rounds))
+    assert looks[0] == 11 and looks[-1] == config.max_rounds
+    assert all(b / a <= 1.25 for a, b in itertools.pairwise(looks))
+    # Another schedule falls back to Bonferroni over its looks.
+    custom = SessionConfig(max_rounds=60)
+    assert 1 - look_confidence(custom) == pytest.approx(0.01 / len(look_schedule(8, 60)))
+
+
+@pytest.mark.slow
+def test_the_calibrated_level_keeps_the_overall_error() -> None:
+    # The calibration of bench/tune_calibrate.py, rerun small: null sequences of
+    # symmetric noise, every scheduled look plus a budget stop.
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+    from tune_calibrate import false_positive_rate
+
+    config = SessionConfig()
+    looks = sorted(look_schedule(first_round(config), config.max_rounds))
+    looks = sorted({*looks, (looks[0] + looks[1]) // 2})
+    diffs = np.random.default_rng(1).standard_normal((20_000, config.max_rounds))
+    rate = false_positive_rate(1 - look_confidence(config), looks, diffs)
+    assert 0.005 < rate <= 0.011
+
+
+def test_settled_arms_stop_being_measured() -> None:
+    machine = NoisyMachine(seed=6, jitter=0.3, spike_p=0.0, max_load=1.0)
+    config = SessionConfig(budget_s=1e9)
+    result = run_session(
+        machine.arm("base", 0.01),
+        [machine.arm("much-faster", 0.005), machine.arm("same", 0.01)],
+        config,
+        clock=machine.clock,
+    )
+    assert len(result.arms["much-faster"].samples) == first_round(config) == 11
+    assert len(result.arms["same"].samples) > 12
+
+
+SEEDS = range(100)
+
+
+@pytest.fixture(scope="module")
+def repeated_runs() -> dict[str, collections.Counter[Verdict]]:
+    """100 independent sessions of 30 (simulated) seconds on a harshly loaded machine.
+
+    Per step: 20% log-normal jitter, 8% of steps pre-empted for 2-5x their time,
+    and a machine-wide load factor jumping between 1x and 2.5x every 0.1-2 s.
+    """
+    verdicts: dict[str, collections.Counter[Verdict]] = collections.defaultdict(collections.Counter)
+    for seed in SEEDS:
+        machine = NoisyMachine(seed=seed, jitter=0.2, spike_p=0.08, max_load=2.5)
+        arms = [
+            machine.arm("none-a", 0.010),
+            machine.arm("none-b", 0.010),
+            # "over 20%": a fifth less time per step, or a quarter more (the same log distance)
+            machine.arm("20%-faster", 0.008),
+            machine.arm("25%-slower", 0.0125),
+        ]
+        config = SessionConfig(seed=seed, budget_s=30.0)
+        result = run_session(machine.arm("base", 0.010), arms, config, clock=machine.clock)
+        for name, arm in result.arms.items():
+            assert arm.comparison is not None
+            verdicts[name][arm.comparison.verdict] += 1
+    return verdicts
+
+
+@pytest.mark.slow
+def test_knobs_with_no_effect_get_no_significant_difference(repeated_runs) -> None:  # type: ignore[no-untyped-def]
+    # Over 200 null comparisons the overall error is promised at 1%; allow 2%.
+    null = repeated_runs["none-a"] + repeated_runs["none-b"]
+    assert null[Verdict.SAME] >= 0.98 * sum(null.values()), null
+
+
+@pytest.mark.slow
+def test_knobs_with_a_large_effect_get_the_same_verdict_every_time(repeated_runs) -> None:  # type: ignore[no-untyped-def]
+    assert repeated_runs["20%-faster"][Verdict.FASTER] >= 0.98 * len(SEEDS), repeated_runs
+    assert repeated_runs["25%-slower"][Verdict.SLOWER] >= 0.98 * len(SEEDS), repeated_runs
+    assert repeated_runs["20%-faster"][Verdict.SLOWER] == 0
+    assert repeated_runs["25%-slower"][Verdict.FASTER] == 0
