@@ -23,7 +23,12 @@ def rules(code: str | None, fmt: str, console: Console) -> None:
       torchwise rules            the table of rules
       torchwise rules TW101      one rule's documentation
     """
-    console.emit(_rules_text(code, fmt))
+    text = _rules_text(code, fmt)
+    if console.output is not None:
+        console.emit(text)
+        return
+    for line in text.split("\n"):  # line by line: `torchwise rules | head -1` stops early
+        console.emit(line)
 
 
 def _rules_text(code: str | None, fmt: str) -> str:
