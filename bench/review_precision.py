@@ -1,56 +1,159 @@
-"""Findings of ``torchwise review`` on real PyTorch libraries, for the precision study.
+"""Precision of ``torchwise review`` on real code no one here wrote.
 
-Reviews the sources of timm, lightning, torchmetrics and transformers (wheels
-from PyPI, see ``_corpus.py``) with the default rules and prints files, lines
-and findings per rule per library, plus any TW000 (a crash would show up as
-an internal error and a non-zero exit here). Every finding is written to
-``bench/.out/precision/<library>.json`` so that warnings and errors can be
-sampled and read against the code; the verdicts are in docs/benchmarks.md.
+Reviews every entry of the corpus (``review_corpus.py``: PyPI package sources
+and pinned public repositories) with the default rules and matches each
+warning and error against ``bench/labels/precision.csv``, where every one was
+read at its line and labelled by hand::
+
+    corpus,version,path,line,code,verdict,reason
+
+``verdict`` is ``true`` (a real problem a reviewer would ask to fix) or
+``false`` (a false alarm), with a one-line reason. Prints, per rule, the
+findings, the labelled true/false counts and the precision, against the
+severity contract (error >= 95%, warning >= 85%).
+
+Usage::
+
+    python bench/review_precision.py                 # the table
+    python bench/review_precision.py --unlabelled    # findings still to label, with code
+    python bench/review_precision.py --only timm     # one corpus entry (name substring)
+    python bench/review_precision.py --reuse         # the table from the saved findings
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _corpus import LIBRARIES, corpus, version
-from torchwise.review import ReviewSettings, get_rule, review_paths
-from torchwise.review.output.json import finding_json
+from review_corpus import entries
+from torchwise.review import ReviewSettings, Severity, get_rule, review_paths
 
+LABELS = Path(__file__).parent / "labels" / "precision.csv"
 OUT = Path(__file__).parent / ".out" / "precision"
+TARGET = {"error": 0.95, "warning": 0.85}
+FIELDS = ["corpus", "version", "path", "line", "code", "verdict", "reason"]
+
+Key = tuple[str, str, int, str]  # (corpus, path, line, code)
+
+
+def read_labels() -> dict[Key, dict[str, str]]:
+    if not LABELS.exists():
+        return {}
+    with LABELS.open(newline="") as handle:
+        return {
+            (row["corpus"], row["path"], int(row["line"]), row["code"]): row
+            for row in csv.DictReader(handle)
+        }
+
+
+def review_corpus(
+    only: list[str] | None, reuse: bool = False
+) -> list[tuple[str, str, str, int, str, str, str]]:
+    """(corpus, version, path, line, code, severity, message) of every warning and error."""
+    found = []
+    OUT.mkdir(parents=True, exist_ok=True)
+    for entry in entries(only):
+        saved = OUT / f"{entry.name.replace('/', '+')}.json"
+        if reuse and saved.exists():  # the findings of an earlier run of this same code
+            found += [tuple(row) for row in json.loads(saved.read_text())]
+            continue
+        report = review_paths([entry.root], ReviewSettings())
+        rows = []
+        for finding in report.findings:
+            if finding.severity is Severity.INFO:
+                continue
+            relative = Path(finding.path).resolve().relative_to(entry.root.resolve()).as_posix()
+            row = (
+                entry.name,
+                entry.version,
+                relative,
+                finding.line,
+                finding.code,
+                finding.severity.value,
+                finding.message,
+            )
+            rows.append(row)
+        (OUT / f"{entry.name.replace('/', '+')}.json").write_text(json.dumps(rows, indent=1))
+        print(
+            f"{entry.name} {entry.version[:12]}: {len(report.files)} files, "
+            f"{report.lines:,} lines, {len(rows)} warnings and errors",
+            file=sys.stderr,
+        )
+        found += rows
+    return found
 
 
 def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    names = sys.argv[1:] or list(LIBRARIES)
-    counts: dict[str, Counter[str]] = {}
-    print("| library | files | lines | findings | TW000 |")
-    print("|---|---:|---:|---:|---:|")
-    for name in names:
-        report = review_paths([corpus(name)], ReviewSettings(), jobs=None)
-        findings = report.findings
-        counts[name] = Counter(finding.code for finding in findings)
-        (OUT / f"{name}.json").write_text(
-            json.dumps([finding_json(finding) for finding in findings], indent=1)
-        )
-        label = f"{name} {version(name)}"
-        print(
-            f"| {label} | {len(report.files)} | {report.lines:,} | {len(findings)} "
-            f"| {counts[name]['TW000']} |"
-        )
-    codes = sorted(set().union(*counts.values()))
-    print()
-    print("| code | rule | severity | " + " | ".join(names) + " |")
-    print("|---|---|---|" + "---:|" * len(names))
-    for code in codes:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="corpus entries whose name contains these")
+    parser.add_argument("--unlabelled", action="store_true", help="print findings to label")
+    parser.add_argument("--context", type=int, default=2, help="lines of code around each")
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the findings saved by an earlier run"
+    )
+    args = parser.parse_args()
+
+    labels = read_labels()
+    findings = review_corpus(args.only, args.reuse)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    unlabelled = []
+    for corpus, _version, path, line, code, _severity, message in findings:
+        row = labels.get((corpus, path, line, code))
+        verdict = row["verdict"] if row else "unlabelled"
+        counts[code][verdict] += 1
+        if row is None:
+            unlabelled.append((corpus, path, line, code, message))
+
+    print("| code | rule | severity | findings | true | false | precision | contract |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    total: Counter[str] = Counter()
+    for code in sorted(counts):
         info = get_rule(code)
-        row = " | ".join(str(counts[name][code]) for name in names)
+        severity = info.severity.value if info else "?"
+        count = counts[code]
+        judged = count["true"] + count["false"]
+        precision = count["true"] / judged if judged else None
+        contract = TARGET.get(severity)
+        meets = (
+            "-"
+            if precision is None or contract is None
+            else ("meets" if precision >= contract else "MISSES")
+        )
+        shown = "-" if precision is None else f"{100 * precision:.0f}%"
         name = info.name if info else ""
-        severity = info.severity.value if info else ""
-        print(f"| {code} | {name} | {severity} | {row} |")
+        print(
+            f"| {code} | {name} | {severity} | {sum(count.values())} | {count['true']} "
+            f"| {count['false']} | {shown} | {meets} |"
+        )
+        total.update(count)
+    print()
+    print(
+        f"{sum(total.values())} warnings and errors: {total['true']} true, {total['false']} false, "
+        f"{total['unlabelled']} not labelled yet"
+    )
+    stale = set(labels) - {(c, p, ln, code) for c, _, p, ln, code, _, _ in findings}
+    if stale and not args.only:
+        print(f"{len(stale)} labels match no finding any more (fixed false positives, or moved)")
+    if args.unlabelled:
+        _print_unlabelled(unlabelled, args.context)
+
+
+def _print_unlabelled(rows: list[tuple[str, str, int, str, str]], context: int) -> None:
+    roots = {entry.name: entry.root for entry in entries()}
+    for corpus, path, line, code, message in rows:
+        print(f"\n=== {corpus} {path}:{line} {code} {message}")
+        try:
+            lines = (roots[corpus] / path).read_text(errors="replace").splitlines()
+        except (OSError, KeyError):
+            continue
+        for number in range(max(1, line - context), min(len(lines), line + context) + 1):
+            marker = ">" if number == line else " "
+            print(f"{marker}{number:5d} {lines[number - 1][:140]}")
 
 
 if __name__ == "__main__":

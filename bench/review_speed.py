@@ -1,29 +1,37 @@
 """How fast is ``torchwise review`` on a real PyTorch library, against its peers?
 
 Runs, in one process and on the same files (the ``.py`` sources of a wheel
-from PyPI, timm by default, about 140k lines), each command as a user would
-and prints the median wall and CPU time (the command and its worker processes;
-the fairer figure on a shared machine) of several runs, and the ratios:
+from PyPI, timm by default, about 140k lines), each command as a user would,
+**interleaved** (one run of each command, then the next round), and prints the
+median wall and CPU time (the command and its worker processes; the fairer
+figure on a shared machine) and the ratios:
 
 - ``torchwise review`` cold (``--no-cache``) with one job, and with all cores;
 - ``torchwise review`` with a warm cache (nothing changed since the last run);
+- with ``--baseline REF``: the cold one-job run of torchwise at git commit REF
+  (its ``src/`` unpacked with ``git archive`` and put first on ``PYTHONPATH``),
+  so that a change is measured against the code before it on the same machine,
+  under the same load;
 - TorchFix (``torchfix``, the only other PyTorch linter; all cores, its default);
 - ``ruff check --no-cache`` with ruff's default rules (a generic linter in Rust).
 
 A command slower than ``--slow-limit`` seconds is run once and marked so.
-Usage: ``python bench/review_speed.py [--corpus timm] [--runs 3]``.
+Usage: ``python bench/review_speed.py [--corpus timm] [--runs 5] [--baseline 55405c1]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -31,6 +39,7 @@ from _corpus import corpus, size, version
 
 BIN = Path(sys.executable).parent
 OUT = Path(__file__).parent / ".out" / "review_speed"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _children_cpu() -> float:
@@ -38,40 +47,61 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the command and its workers)."""
-    cpu, start = _children_cpu(), time.perf_counter()
-    done = subprocess.run(
-        command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
-    )
-    elapsed = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]!r}")
-    return elapsed, _children_cpu() - cpu
+@dataclass
+class Command:
+    label: str
+    argv: list[str]
+    env: dict[str, str] | None = None
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+
+    def run(self, cwd: Path) -> None:
+        cpu, start = _children_cpu(), time.perf_counter()
+        done = subprocess.run(
+            self.argv,
+            cwd=cwd,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        elapsed = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{self.label} failed ({done.returncode}): {done.stderr[-2000:]!r}")
+        self.walls.append(elapsed)
+        self.cpus.append(_children_cpu() - cpu)
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus)
 
 
-def measure(command: list[str], cwd: Path, runs: int, slow_limit: float) -> Row:
-    """Medians of wall and CPU time; a command slower than ``slow_limit`` runs once."""
-    walls: list[float] = []
-    cpus: list[float] = []
-    while len(walls) < runs:
-        wall, cpu = timed(command, cwd)
-        walls.append(wall)
-        cpus.append(cpu)
-        if walls[0] > slow_limit:
-            break
-    return statistics.median(walls), statistics.median(cpus), len(walls)
-
-
-Row = tuple[float, float, int]
+def baseline_source(ref: str) -> Path:
+    """``src/`` of torchwise at ``ref``, unpacked once under bench/.out/."""
+    target = OUT.parent / f"baseline-{ref}"
+    if not (target / "src" / "torchwise").is_dir():
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", ref, "src"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+    return target / "src"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default="timm", help="a PyPI package with PyTorch code")
-    parser.add_argument("--runs", type=int, default=3, help="runs per command (median)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of runs (median)")
     parser.add_argument("--slow-limit", type=float, default=60.0, help="run once when slower")
     parser.add_argument("--skip-torchfix", action="store_true")
+    parser.add_argument("--baseline", help="a git commit of torchwise to compare with")
     args = parser.parse_args()
 
     source = corpus(args.corpus).resolve()
@@ -85,52 +115,66 @@ def main() -> None:
     shutil.rmtree(cache, ignore_errors=True)
 
     review = [str(BIN / "torchwise"), "review", str(source), "--config", str(config), "--exit-zero"]
-    rows: list[tuple[str, Row]] = []
-    slow = args.slow_limit
-    rows.append(
-        (
-            "torchwise review, cold, --jobs 1",
-            measure([*review, "--no-cache", "--jobs", "1"], OUT, args.runs, slow),
+    commands = [
+        Command("torchwise review, cold, --jobs 1", [*review, "--no-cache", "--jobs", "1"]),
+        Command(f"torchwise review, cold, --jobs {cores}", [*review, "--no-cache"]),
+        Command("torchwise review, warm cache", review),
+    ]
+    if args.baseline:
+        env = {**os.environ, "PYTHONPATH": str(baseline_source(args.baseline))}
+        commands.insert(
+            1,
+            Command(
+                f"torchwise at {args.baseline}, cold, --jobs 1",
+                [*review, "--no-cache", "--jobs", "1"],
+                env,
+            ),
         )
-    )
-    rows.append(
-        (
-            f"torchwise review, cold, --jobs {cores}",
-            measure([*review, "--no-cache"], OUT, args.runs, slow),
-        )
-    )
-    subprocess.run(review, cwd=OUT, capture_output=True, check=False)  # fill the cache
-    rows.append(("torchwise review, warm cache", measure(review, OUT, args.runs, slow)))
-    torchfix = shutil.which("torchfix", path=str(BIN)) or shutil.which("torchfix")
-    if torchfix and not args.skip_torchfix:
-        label = f"TorchFix {_version('torchfix')} (all cores)"
-        rows.append((label, measure([torchfix, str(source)], OUT, args.runs, slow)))
     ruff = shutil.which("ruff", path=str(BIN)) or shutil.which("ruff")
     if ruff:
-        command = [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(source)]
-        label = f"ruff {_version('ruff')} check (default rules)"
-        rows.append((label, measure(command, OUT, args.runs, slow)))
-    one_wall, one_cpu, _ = rows[0][1]
+        argv = [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(source)]
+        commands.append(Command(f"ruff {_version('ruff')} check (default rules)", argv))
+    slow: list[Command] = []
+    torchfix = shutil.which("torchfix", path=str(BIN)) or shutil.which("torchfix")
+    if torchfix and not args.skip_torchfix:
+        slow.append(
+            Command(f"TorchFix {_version('torchfix')} (all cores)", [torchfix, str(source)])
+        )
+
+    subprocess.run(review, cwd=OUT, capture_output=True, check=False)  # fill the cache
+    for _ in range(args.runs):  # interleaved: each round runs every command once
+        for command in commands:
+            command.run(OUT)
+    for command in slow:
+        command.run(OUT)
+        while len(command.walls) < args.runs and command.walls[0] <= args.slow_limit:
+            command.run(OUT)
+    rows = [*commands, *slow]
+    one = commands[0]
 
     print(f"corpus: {args.corpus} {version(args.corpus)}: {files} files, {lines:,} lines")
-    print(f"machine: {cores} cores; median of {args.runs} runs", end="")
+    print(f"machine: {cores} cores, shared; medians of {args.runs} interleaved rounds", end="")
     print(f" (one run when > {args.slow_limit:g} s)")
     print()
     print("| command | median wall s | median CPU s | runs | wall vs -j1 | CPU vs -j1 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for label, (wall, cpu, runs) in rows:
+    for row in rows:
         print(
-            f"| {label} | {wall:.2f} | {cpu:.2f} | {runs} "
-            f"| {wall / one_wall:.2f}x | {cpu / one_cpu:.2f}x |"
+            f"| {row.label} | {row.wall:.2f} | {row.cpu:.2f} | {len(row.walls)} "
+            f"| {row.wall / one.wall:.2f}x | {row.cpu / one.cpu:.2f}x |"
         )
     print()
-    for label, (wall, cpu, _) in rows:
-        if label.startswith("TorchFix"):
-            for what, ratio in (("wall", wall / one_wall), ("CPU", cpu / one_cpu)):
-                verdict = "meets" if ratio >= 30 else "MISSES"
-                print(f"TorchFix / torchwise -j1, {what} time: {ratio:.0f}x ({verdict} >= 30x)")
-    warm = next(wall for label, (wall, _, _) in rows if "warm" in label)
-    print(f"warm cache: {warm:.2f} s ({'meets' if warm < 1 else 'MISSES'} < 1 s)")
+    for row in slow:
+        for what, ratio in (("wall", row.wall / one.wall), ("CPU", row.cpu / one.cpu)):
+            verdict = "meets" if ratio >= 30 else "MISSES"
+            print(f"TorchFix / torchwise -j1, {what} time: {ratio:.0f}x ({verdict} >= 30x)")
+    warm = next(row for row in rows if "warm" in row.label)
+    print(f"warm cache: {warm.wall:.2f} s ({'meets' if warm.wall < 1 else 'MISSES'} < 1 s)")
+    if args.baseline:
+        base = commands[1]
+        for what, ratio in (("wall", one.wall / base.wall), ("CPU", one.cpu / base.cpu)):
+            verdict = "meets" if ratio <= 1.5 else "MISSES"
+            print(f"cold -j1 vs {args.baseline}, {what}: {ratio:.2f}x ({verdict} <= 1.5x)")
 
 
 def _version(tool: str) -> str:

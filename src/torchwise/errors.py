@@ -87,15 +87,28 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     model's code is. ``None`` when every frame is library code.
     """
     library = _library_roots()
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith("<")
-        and not os.path.normcase(os.path.abspath(frame.filename)).startswith(library)
-    ]
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = os.path.normcase(os.path.abspath(frame.filename))
+        if frame.filename.startswith("<") or path.startswith(_own_roots()):
+            continue
+        # in a venv the stdlib root (.venv/lib/python3.x) is a prefix of site-packages:
+        # an installed package is judged as installed, not as the standard library
+        if path.startswith(library) and not _is_installed(frame.filename):
+            continue
+        frames.append(frame)
     own = [frame for frame in frames if not _is_installed(frame.filename)]
     chosen = own or frames
     return chosen[-1] if chosen else None
+
+
+def _own_roots() -> tuple[str, ...]:
+    # torchwise and torch are never the model's code, wherever they are installed
+    roots = [str(Path(__file__).resolve().parent)]
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        roots.append(str(Path(torch.__file__).resolve().parent))  # type: ignore[arg-type]
+    return tuple(os.path.normcase(root) + os.sep for root in roots)
 
 
 def display_path(filename: str) -> str:

@@ -39,6 +39,7 @@ def test_clean_model_passes_every_check(case: Case) -> None:
     assert report.ok
 
 
+@pytest.mark.slow
 def test_example_project_model_is_healthy() -> None:
     root = Path(__file__).parents[2] / "examples" / "cifar_project"
     sys.path.insert(0, str(root))

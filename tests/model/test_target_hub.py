@@ -166,3 +166,23 @@ def test_real_timm_resnet50() -> None:
         pytest.skip(f"timm does not import here: {type(exc).__name__}: {exc}")
     t = resolve_target("timm:resnet50", device="meta")
     assert sum(p.numel() for p in t.model.parameters()) == 25_557_032
+
+
+@pytest.mark.parametrize(
+    ("target", "published"),
+    [
+        ("hf:GPT2LMHeadModel", 124_439_808),  # gpt2, lm_head tied to wte
+        ("hf:BertModel", 109_482_240),  # bert-base-uncased, with pooler
+        ("hf:DistilBertModel", 66_362_880),  # distilbert-base-uncased
+        ("hf:T5ForConditionalGeneration", 60_506_624),  # t5-small
+        ("hf:ViTModel", 86_389_248),  # vit-base-patch16-224-in21k
+        ("hf:ResNetModel", 23_508_032),  # resnet-50 without its 1000-class head
+        ("hf:LlamaForCausalLM", 6_738_415_616),  # Llama-2-7B
+    ],
+)
+def test_default_configs_have_the_published_parameter_counts(
+    transformers: object, target: str, published: int
+) -> None:
+    t = resolve_target(target, build_on="meta", device="meta")
+    assert t.built_on == "meta"
+    assert sum(p.numel() for p in t.model.parameters()) == published

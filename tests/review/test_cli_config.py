@@ -12,7 +12,7 @@ from torchwise.cli import app
 from torchwise.review import all_rules
 
 AMP = "scaler = torch.cuda.amp.GradScaler()"  # TW401
-VAR = "x = torch.autograd.Variable(torch.ones(2))"  # TW403
+VAR = "x = torch.norm(torch.ones(2))"  # TW406
 
 
 def review(*args: str) -> Result:
@@ -45,8 +45,8 @@ def test_line_noqa(project: Path) -> None:
         "import torch\n"
         f"{AMP}  # noqa: TW401\n"
         f"{AMP}  # noqa\n"
-        f"{AMP}  # noqa: TW403\n"  # another code: still reported
-        f"{VAR}  # NOQA:TW401,TW403\n"
+        f"{AMP}  # noqa: TW406\n"  # another code: still reported
+        f"{VAR}  # NOQA:TW401,TW406\n"
     )
     result = json.loads(review("n.py").stdout)
     assert [(f["line"], f["code"]) for f in result["findings"]] == [(4, "TW401")]
@@ -55,25 +55,25 @@ def test_line_noqa(project: Path) -> None:
 def test_file_noqa(project: Path) -> None:
     (project / "all.py").write_text(f"# torchwise: noqa\nimport torch\n{AMP}\n{VAR}\n")
     (project / "some.py").write_text(f"import torch\n# torchwise: noqa: TW401\n{AMP}\n{VAR}\n")
-    assert codes("all.py", "some.py") == {("some.py", "TW403")}
+    assert codes("all.py", "some.py") == {("some.py", "TW406")}
 
 
 def test_select_and_ignore_from_config(project: Path) -> None:
-    configure(project, 'select = ["TW4"]\nignore = ["TW403"]\n')
+    configure(project, 'select = ["TW4"]\nignore = ["TW406"]\n')
     assert codes("train.py") == {("train.py", "TW401")}
 
 
 def test_command_line_select_replaces_config(project: Path) -> None:
     configure(project, 'select = ["TW401"]\n')
-    assert codes("train.py", "--select", "TW403") == {("train.py", "TW403")}
+    assert codes("train.py", "--select", "TW406") == {("train.py", "TW406")}
     # --ignore adds to the configured ignores
     assert codes("train.py", "--ignore", "TW401") == set()
 
 
 def test_extend_select_enables_rules_that_are_off_by_default(project: Path) -> None:
     off = sorted(code for code, info in all_rules().items() if not info.default_enabled)
-    configure(project, 'select = ["TW401"]\nextend-select = ["TW403"]\n')
-    assert codes("train.py") == {("train.py", "TW401"), ("train.py", "TW403")}
+    configure(project, 'select = ["TW401"]\nextend-select = ["TW406"]\n')
+    assert codes("train.py") == {("train.py", "TW401"), ("train.py", "TW406")}
     if off:
         (project / "pyproject.toml").unlink()
         result = json.loads(review("train.py").stdout)
@@ -87,8 +87,8 @@ def test_per_file_ignores_and_exclude(project: Path) -> None:
     )
     assert codes(".") == {
         ("train.py", "TW401"),
-        ("train.py", "TW403"),
-        ("tests/test_train.py", "TW403"),
+        ("train.py", "TW406"),
+        ("tests/test_train.py", "TW406"),
     }
 
 
@@ -96,7 +96,7 @@ def test_underscore_keys_and_explicit_config_file(project: Path) -> None:
     other = project / "conf" / "pyproject.toml"
     other.parent.mkdir()
     other.write_text('[tool.torchwise]\nextend_select = []\nignore = ["TW401"]\n')
-    assert codes("train.py", "--config", str(other)) == {("train.py", "TW403")}
+    assert codes("train.py", "--config", str(other)) == {("train.py", "TW406")}
 
 
 @pytest.mark.parametrize(

@@ -15,13 +15,13 @@ from torchwise.review import Applicability, all_rules
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# Two deprecated calls with safe fixes; TW401 and TW403 are the engine's own rules.
+# Two deprecated calls with safe fixes; TW401 and TW406 are the engine's own rules.
 BUGGY = """\
 import torch
 from torch.autograd import Variable
 
 scaler = torch.cuda.amp.GradScaler()
-x = Variable(torch.ones(2))
+x = torch.norm(torch.ones(2))
 """
 CLEAN = """\
 import torch
@@ -56,7 +56,7 @@ def test_exit_codes_follow_findings(project: Path) -> None:
     result = run("buggy.py", "--no-cache")
     assert result.exit_code == 1
     assert "buggy.py:4:10: TW401" in result.stdout
-    assert "buggy.py:5:5: TW403" in result.stdout
+    assert "buggy.py:5:5: TW406" in result.stdout
     assert run("buggy.py", "--no-cache", "--exit-zero").exit_code == 0
 
 
@@ -128,6 +128,21 @@ def test_notebook_findings_name_the_cell(project: Path) -> None:
         2,
         "nb.ipynb:cell 2:2:10",
     )
+
+
+def test_notebook_shell_escapes_continued_and_cell_magics_are_not_python(project: Path) -> None:
+    (project / "nb.ipynb").write_text(
+        _notebook(
+            [
+                ("code", "!pip install -q \\\n    torch \\\n    peft\nimport torch\n"),
+                ("code", "%%bash\nif [ -d x ]; then\n  echo yes\nfi\n"),
+                ("code", "scaler = torch.cuda.amp.GradScaler()\n"),
+            ]
+        )
+    )
+    result = run("nb.ipynb", "--no-cache")
+    assert "TW000" not in result.stdout
+    assert "nb.ipynb:cell 3:1:10: TW401" in result.stdout
 
 
 def test_gitignored_and_virtualenv_files_are_skipped(project: Path) -> None:
@@ -230,9 +245,9 @@ def test_warm_cache_gives_identical_findings_and_a_changed_file_is_reanalysed(
     warm = run(".", "--format", "json")
     assert cold.exit_code == warm.exit_code == 1
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
-    (project / "clean.py").write_text(CLEAN + "y = torch.autograd.Variable(x)\n")
+    (project / "clean.py").write_text(CLEAN + "y = torch.norm(x)\n")
     changed = json.loads(run(".", "--format", "json").stdout)
-    assert ("clean.py", "TW403") in {(f["path"], f["code"]) for f in changed["findings"]}
+    assert ("clean.py", "TW406") in {(f["path"], f["code"]) for f in changed["findings"]}
     assert changed["summary"]["findings"] == json.loads(cold.stdout)["summary"]["findings"] + 1
 
 
@@ -248,6 +263,114 @@ def test_output_file(project: Path) -> None:
     assert json.loads((project / "out" / "report.json").read_text())["summary"]["findings"] == 2
 
 
-def test_text_colour_only_when_asked(project: Path) -> None:
+def test_text_colour_only_when_asked(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
     assert "\x1b[" not in run("buggy.py", "--no-cache").stdout
-    assert "\x1b[" in run("buggy.py", "--no-cache", "--color").stdout
+    assert "\x1b[" in run("buggy.py", "--no-cache", "--color", "always").stdout
+    assert "\x1b[" not in run("buggy.py", "--no-cache", "--color", "never").stdout
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[" in run("buggy.py", "--no-cache").stdout
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("FORCE_COLOR")
+    assert "\x1b[" not in run("buggy.py", "--no-cache", "--color", "auto").stdout
+
+
+# -- issue 10: stdin, empty runs, excluded files, progress, the library default ------------
+def test_stdin_is_reviewed_as_the_named_file(project: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["review", "-", "--stdin-filename", "pkg/buffer.py", "--no-cache"], input=BUGGY
+    )
+    assert result.exit_code == 1
+    assert "pkg/buffer.py:4:10: TW401" in result.stdout
+
+
+def test_stdin_fix_prints_the_fixed_code(project: Path) -> None:
+    result = CliRunner().invoke(app, ["review", "-", "--fix", "--quiet"], input=BUGGY)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        'import torch\nfrom torch.autograd import Variable\n\nscaler = torch.amp.GradScaler("cuda")'
+        "\nx = torch.linalg.vector_norm(torch.ones(2))\n"
+    )
+
+
+def test_stdin_filename_needs_stdin(project: Path) -> None:
+    result = run("buggy.py", "--stdin-filename", "x.py")
+    assert result.exit_code == 2
+    assert "--stdin-filename only applies to PATH '-'" in result.stderr
+
+
+def test_an_empty_run_is_an_error(project: Path) -> None:
+    (project / "empty").mkdir()
+    (project / "empty" / "notes.txt").write_text("no code here\n")
+    result = run("empty", "--no-cache")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[0] == "error: no Python files found in empty"
+
+
+def test_an_excluded_file_named_explicitly(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.torchwise]\nexclude = ["buggy.py"]\n')
+    # Named explicitly: reviewed, as ruff does and as docs/review.md says.
+    assert run("buggy.py", "--no-cache").exit_code == 1
+    # With --force-exclude (pre-commit): left out, and the run says so.
+    result = run("buggy.py", "--no-cache", "--force-exclude")
+    assert result.exit_code == 0
+    assert result.stderr.strip() == (
+        "buggy.py: excluded by `exclude` in [tool.torchwise] (--force-exclude)"
+    )
+    assert run("buggy.py", "--no-cache", "--force-exclude", "--quiet").stderr == ""
+
+
+def test_progress_goes_to_stderr_only_on_a_terminal(project: Path) -> None:
+    for number in range(25):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    result = run(".", "--no-cache", "--jobs", "1")
+    assert result.exit_code == 1
+    assert "Reviewing" not in result.stderr  # not a terminal: no progress display
+
+
+def test_progress_is_reported_per_file(project: Path) -> None:
+    from torchwise.review import review_paths
+
+    for number in range(5):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    steps: list[int] = []
+    report = review_paths([project], jobs=1, progress=steps.append)
+    assert sum(steps) == len(report.files) == 7
+
+
+def test_review_paths_has_default_settings(project: Path) -> None:
+    from torchwise.review import review_paths
+
+    report = review_paths([project / "buggy.py"])
+    assert {f.code for f in report.findings} == {"TW401", "TW406"}
+
+
+def test_many_files_report_progress_through_the_console(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from torchwise.console import Console, ProgressHandle
+
+    for number in range(25):
+        (project / f"m{number:02}.py").write_text(CLEAN)
+    seen: list[tuple[int | None, str, int]] = []
+
+    class Counting(ProgressHandle):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def advance(self, steps: int = 1, *, label: str | None = None) -> None:
+            self.count += steps
+
+    @contextlib.contextmanager
+    def progress(self: Console, total: int | None, description: str):  # type: ignore[no-untyped-def]
+        handle = Counting()
+        yield handle
+        seen.append((total, description, handle.count))
+
+    monkeypatch.setattr(Console, "progress", progress)
+    assert run(".", "--no-cache", "--jobs", "1").exit_code == 1
+    assert seen == [(27, "Reviewing", 27)]

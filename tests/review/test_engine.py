@@ -82,3 +82,22 @@ def test_columns_count_characters_not_bytes() -> None:
     source = "import torch\ns = 'é'; y = torch.autograd.Variable(x)\n"
     (finding,) = review_source(source, "t.py", ReviewSettings(select=("TW403",)))
     assert finding.column == source.splitlines()[1].index("torch") + 1
+
+
+def test_a_file_with_a_stray_syntax_error_is_still_reviewed() -> None:
+    source = (
+        "import torch\n"
+        "for x in loader:\n"
+        "    opt.zero_grad()\n"
+        "    model(x).sum().backward()\n"
+        "    opt.step()\n"
+        "    break\n"
+        "try:jupyter\n"
+        "\tprint('restored')\n"
+        "except:\n"
+        "\tpass\n"
+    )
+    codes = sorted(f.code for f in review_source(source, "train.py", ReviewSettings()))
+    assert codes == ["TW000", "TW123", "TW604"]
+    hopeless = "def f(:\n" * 20
+    assert [f.code for f in review_source(hopeless, "x.py", ReviewSettings())] == ["TW000"]

@@ -181,18 +181,20 @@ def test_markdown_is_a_written_review(report: ReviewReport) -> None:
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == [
         "## Critical issues",
+        "## Likely bugs and traps",
         "## Performance",
-        "## Best practices",
+        "## Deprecated and fragile code",
+        "## Hints",
         "## What the code already does well",
         "## Testing recommendations",
     ]
     assert f"Reviewed **3 files** ({report.lines:,} lines)" in text
     # the syntax error is a critical issue, shown with its code
-    critical = text.split("## Critical issues")[1].split("## Performance")[0]
+    critical = text.split("## Critical issues")[1].split("## Likely bugs")[0]
     assert "`TW000` syntax-error: `broken.py:1:" in critical
     assert ">1 | def f(:" in critical
-    practices = text.split("## Best practices")[1].split("## What the code")[0]
-    assert "`pkg/train.py:7:14`" in practices and "**Fix** (safe" in practices
+    deprecated = text.split("## Deprecated and fragile code")[1].split("## Hints")[0]
+    assert "`pkg/train.py:7:14`" in deprecated and "**Fix** (safe" in deprecated
     praise = text.split("## What the code already does well")[1].split("## Testing")[0]
     assert "`zero_grad()`" in praise and "`pkg/train.py:9`" in praise
     assert "weights_only=True" in praise and "seeded" in praise
@@ -213,3 +215,107 @@ def test_markdown_with_no_findings(tmp_path: Path) -> None:
     text = render(review_paths([tmp_path], ReviewSettings(), jobs=1), "markdown")
     assert "**0 findings**" in text
     assert "None: no finding is an almost-certain bug." in text
+
+
+def _written(tmp_path: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return render(review_paths([tmp_path], ReviewSettings(), jobs=1), "markdown")
+
+
+def test_markdown_one_entry_per_problem_with_all_its_places(tmp_path: Path) -> None:
+    text = _written(
+        tmp_path,
+        {"amp.py": "import torch\n" + "s = torch.cuda.amp.GradScaler()\n" * 3},
+    )
+    assert text.count("### `TW401` deprecated-amp-api: 3 places") == 1
+    assert text.count("**Why it matters.**") == 1
+    for line in (2, 3, 4):
+        assert f"amp.py:{line}:5`" in text
+
+
+def test_markdown_orders_problems_by_impact(tmp_path: Path) -> None:
+    text = _written(
+        tmp_path,
+        {
+            "train.py": (
+                "import torch\n"
+                "from torch import nn\n"
+                "state = torch.load('w.pt')\n"  # TW301: security
+                "for x, y in loader:\n"
+                "    loss = nn.functional.cross_entropy(model(x), y)\n"
+                "    loss.backward()\n"
+                "    optimizer.step()\n"  # TW101: results (error)
+                "    print(loss.data[0])\n"  # TW130: crash (error)
+            ),
+        },
+    )
+    order = [text.index(f"`{code}`", text.index("## Critical")) for code in ("TW101", "TW130")]
+    assert order == sorted(order)  # wrong results before a crash
+    assert text.index("`TW301`", text.index("## Likely")) < text.index("## Performance")
+
+
+def test_markdown_never_praises_a_flagged_line(tmp_path: Path) -> None:
+    text = _written(
+        tmp_path,
+        {
+            "loop.py": (
+                "import torch\n"
+                "for x in loader:\n"
+                "    optimizer.zero_grad()\n"
+                "    model(x).sum().backward()\n"
+                "    optimizer.zero_grad()\n"  # TW102: zeroed before the step
+                "    optimizer.step()\n"
+            )
+        },
+    )
+    praise = text.split("## What the code already does well")[1].split("## Testing")[0]
+    assert "loop.py:5" not in praise
+
+
+def test_markdown_recommends_the_projects_own_model(tmp_path: Path) -> None:
+    model = (
+        "import torch\nfrom torch import nn\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, channels):\n"
+        "        super().__init__()\n"
+        "        self.conv = nn.Conv2d(channels, 16, 3)\n"
+        "        self.drop = nn.Dropout()\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.block = Block(3)\n"
+        "        self.head = nn.Linear(16, 10)\n"
+    )
+    train = (
+        "import torch\nfrom model import Net\n\n"
+        "def evaluate(model, loader):\n"
+        "    with torch.no_grad():\n"
+        "        return [model(x) for x in loader]\n\n"
+        "evaluate(Net(), [])\n"
+    )
+    text = _written(tmp_path, {"model.py": model, "train.py": train})
+    testing = text.split("## Testing recommendations")[1]
+    expected = (
+        "model.py:Net --input 'f32[batch=8,3,32,32]' --checks eval-determinism,train-eval-gap"
+    )
+    assert expected in testing
+    assert "<file.py>" not in testing and "Block" not in testing
+
+
+def test_markdown_prefers_a_model_named_in_the_config(tmp_path: Path) -> None:
+    from torchwise.review.output import RenderOptions
+
+    (tmp_path / "loop.py").write_text(
+        "for x in loader:\n    model(x).sum().backward()\n    optimizer.step()\n"
+    )
+    report = review_paths([tmp_path], ReviewSettings(), jobs=1)
+    text = render(report, "markdown", RenderOptions(models=(("cifarnet", "model.py:CifarNet"),)))
+    assert "torchwise doctor cifarnet --checks param-update,overfit-batch" in text
+
+
+def test_every_recommended_doctor_check_exists() -> None:
+    from torchwise.doctor.registry import CHECK_IDS
+    from torchwise.review.output.markdown import CHECKS
+
+    assert {check for _, ids, _ in CHECKS for check in ids} <= set(CHECK_IDS)

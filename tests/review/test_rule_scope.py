@@ -37,3 +37,85 @@ def test_accumulating_outside_a_training_loop_is_not_flagged() -> None:
         "    return total\n"
     )
     assert _codes(loss_function, "TW106") == []
+
+
+def test_load_of_allowlisted_classes_is_not_said_to_fail() -> None:
+    source = (
+        "import torch\n"
+        "from model import Net\n"
+        "with torch.serialization.safe_globals([Net]):\n"
+        "    model = torch.load('model.pth')\n"
+        "model.eval()\n"
+    )
+    assert _codes(source, "TW416") == []
+    plain = source.replace("with torch.serialization.safe_globals([Net]):\n    ", "")
+    assert _codes(plain, "TW416") == [3]
+
+
+def test_test_modules_are_not_training_code() -> None:
+    source = (
+        "import torch\n"
+        "def test_step(model, batches):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x in batches:\n"
+        "        model(x).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    assert _codes(source, "TW101") == [5]
+    in_tests = review_source(source, "tests/test_model.py", ReviewSettings(select=("TW101",)))
+    assert [f.code for f in in_tests] == []
+
+
+def test_models_from_pretrained_are_in_eval_mode() -> None:
+    source = (
+        "import torch\n"
+        "from transformers import AutoModelForImageClassification\n"
+        "model = AutoModelForImageClassification.from_pretrained('vit')\n"
+        "with torch.no_grad():\n"
+        "    logits = model(pixels).logits\n"
+    )
+    assert _codes(source, "TW104") == []
+
+
+def test_a_flag_call_followed_by_eval_is_not_flagged() -> None:
+    source = (
+        "import torch\n"
+        "class Trainer:\n"
+        "    def wrap(self, model, training=True):\n"
+        "        out = model(torch.zeros(1))\n"
+        "        return model\n"
+        "    def evaluate(self):\n"
+        "        model = self.wrap(self.model, training=False)\n"
+        "        model.eval()\n"
+    )
+    assert _codes(source, "TW104") == []
+
+
+def test_partial_loads_by_design_in_a_training_file_are_not_flagged() -> None:
+    training = (
+        "def train(unet, teacher, model, loader, opt):\n"
+        "    unet.load_state_dict(teacher.state_dict(), strict=False)\n"
+        "    model.load_state_dict({'w': w}, strict=False, assign=True)\n"
+        "    for x in loader:\n"
+        "        opt.zero_grad()\n"
+        "        unet(x).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    assert _codes(training, "TW113") == []
+
+
+def test_rules_about_how_a_project_trains_skip_test_modules() -> None:
+    source = (
+        "import torch\n"
+        "def test_fit(model, loader, opt):\n"
+        "    losses = []\n"
+        "    for x in loader:\n"
+        "        opt.zero_grad()\n"
+        "        loss = model(x).sum()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        losses.append(loss)\n"
+    )
+    settings = ReviewSettings(select=("TW106",))
+    assert [f.line for f in review_source(source, "train.py", settings)] == [9]
+    assert review_source(source, "tests/test_fit.py", settings) == []

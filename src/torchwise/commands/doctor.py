@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import click
 
+from torchwise.commands._common import output_options
 from torchwise.commands._target import TargetArgs, target_options
+from torchwise.console import Console
+from torchwise.doctor.options import DEFAULT_OVERFIT_STEPS
+from torchwise.doctor.registry import CHECKS
 
 #: Named dims resized when the batch comes from a target's default inputs: doctor
 #: needs more than one sample (batch-independence, BatchNorm in train mode) and a
 #: short sequence keeps the overfit loop fast.
 _DOCTOR_SIZES = {"batch": 4, "seq": 32}
 
+_CHECK_LIST = "\n".join(f"  {entry.id:<20} {entry.title}" for entry in CHECKS)
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=f"\b\nChecks (--checks ID,ID):\n{_CHECK_LIST}",
+)
 @target_options
 @click.option(
     "--target-spec", metavar="SPEC",
@@ -21,46 +30,30 @@ _DOCTOR_SIZES = {"batch": 4, "seq": 32}
 )  # fmt: skip
 @click.option(
     "--loss", default="auto", show_default=True, metavar="auto|ce|mse|bce|module:fn",
-    help="The loss to train and measure with; auto picks from the output (and target) shape.",
+    help="The loss to train and measure with; auto uses the model's own loss when forward "
+    "takes labels=/targets=, else picks from the output (and target) shape.",
 )  # fmt: skip
 @click.option(
-    "--causal", "causal_dim", type=int, metavar="DIM",
-    help="Check that position t along DIM (e.g. 1 for (B, T) tokens) ignores later positions.",
+    "--causal", "causal_dim", type=click.IntRange(min=0), metavar="DIM",
+    help="Check that position t along DIM (1 for (B, T) tokens, 0 time-first) ignores later "
+    "positions.",
 )  # fmt: skip
-@click.option("--checks", "check_ids", metavar="ID,ID", help="Run only these checks.")
+@click.option("--checks", "check_ids", metavar="ID,ID", help="Run only these checks (below).")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
     show_default=True,
 )  # fmt: skip
 @click.option(
-    "--overfit-steps",
-    type=click.IntRange(min=1),
-    default=60,
-    show_default=True,
-    help="Step budget of overfit-batch.",
-)
+    "--overfit-steps", type=click.IntRange(min=1), default=DEFAULT_OVERFIT_STEPS,
+    show_default=True, help="Step budget of overfit-batch (it stops early at its goal).",
+)  # fmt: skip
 @click.option(
-    "--overfit-lr",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
+    "--overfit-lr", type=click.FloatRange(min=0, min_open=True), default=None,
     help="Adam learning rate of overfit-batch (default: 1e-2 below 2M parameters, else 1e-3).",
-)
-@click.option(
-    "--overfit-budget",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds overfit-batch may run before it stops and warns.",
-)
-@click.option(
-    "--export-budget",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds for torch.export plus the graph-break count.",
-)
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and labels.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@output_options()
 @click.pass_context
 def doctor(
     click_ctx: click.Context,
@@ -72,27 +65,35 @@ def doctor(
     fmt: str,
     overfit_steps: int,
     overfit_lr: float | None,
-    overfit_budget: float,
-    export_budget: float,
     seed: int,
     device: str,
+    console: Console,
 ) -> None:
     """Run a model on a batch and check what an expert would check by hand.
 
     \b
-    TARGET is path/to/file.py:Name, package.module:Name, zoo:NAME, or a model
-    named in [tool.torchwise.models.NAME]. Exit status 1 when a check fails.
+    TARGET is path/to/file.py:Name, package.module:Name, file.py --build EXPR,
+    hf:NAME, timm:NAME, zoo:NAME, or a model named in [tool.torchwise.models.NAME].
+    Exit status 1 when a check fails, 130 when interrupted (the finished checks
+    are reported).
     \b
       torchwise doctor zoo:resnet18 --input 'f32[8,3,64,64]'
-      torchwise doctor model.py:GPT --input 'i64[4,64]<512' --causal 1
-      torchwise doctor model.py:Net -i 'f32[8,20]' --loss mse --checks grad-flow,nan-inf
+      torchwise doctor model.py:GPT --build 'GPT(GPTConfig(n_layer=2))' \\
+          --input 'i64[4,64]<50304' --causal 1
+      torchwise doctor hf:LlamaForCausalLM --init-kwargs '{"num_hidden_layers": 2}' --causal 1
+      torchwise doctor lstm.py:RNNModel -i 'i64[35,4]<100, (f32[2,4,64], f32[2,4,64])' \\
+          --batch-dim 1
     """
-    from torchwise.doctor import check
+    from torchwise.doctor.api import DoctorInterrupted, check
+    from torchwise.doctor.options import Options
+    from torchwise.doctor.report import CheckResult, line_for
     from torchwise.errors import ExitCode
     from torchwise.target import make_inputs, parse_input_spec
 
     selected = check_ids.split(",") if check_ids else None
     resolved = target.resolve(device=device)
+    for note in resolved.notes:
+        console.note(f"note: {note}")
     args, kwargs = resolved.args, resolved.kwargs
     if not target.inputs:
         named = {n for spec in resolved.input_specs for n in spec.dim_names()}
@@ -102,21 +103,36 @@ def doctor(
     labels = None
     if target_spec:
         (labels,), _ = make_inputs([parse_input_spec(target_spec)], device=device, seed=seed + 1)
-    report = check(
-        resolved.model,
-        args,
-        selected,
-        kwargs=kwargs,
+    options = Options(
         loss=loss,
         target=labels,
         causal_dim=causal_dim,
+        batch_dim=resolved.batch_dim,
         overfit_steps=overfit_steps,
         overfit_lr=overfit_lr,
-        overfit_budget_s=overfit_budget,
-        export_budget_s=export_budget,
         seed=seed,
-        name=resolved.name,
     )
-    click.echo(report.render(fmt))
+    total = len(selected) if selected else len(CHECKS)
+    with console.progress(total, f"doctor {resolved.name}") as bar:
+
+        def finished(result: CheckResult) -> None:
+            bar.log(line_for(result))
+            bar.advance()
+
+        try:
+            report = check(
+                resolved.model,
+                args,
+                selected,
+                kwargs=kwargs,
+                options=options,
+                name=resolved.name,
+                on_result=finished,
+            )
+        except DoctorInterrupted as stop:
+            report = stop.report
+    console.emit(report.render(fmt))
+    if report.interrupted:
+        click_ctx.exit(130)
     if not report.ok:
         click_ctx.exit(ExitCode.FINDINGS)

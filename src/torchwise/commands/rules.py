@@ -6,19 +6,32 @@ import json
 
 import click
 
+from torchwise.commands._common import output_options
+from torchwise.console import Console
+
 
 @click.command()
 @click.argument("code", required=False)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def rules(code: str | None, fmt: str) -> None:
+@output_options()
+def rules(code: str | None, fmt: str, console: Console) -> None:
     """List every rule, or explain CODE (what it does, why, example, fix).
 
     \b
       torchwise rules            the table of rules
       torchwise rules TW101      one rule's documentation
     """
+    text = _rules_text(code, fmt)
+    if console.output is not None:
+        console.emit(text)
+        return
+    for line in text.split("\n"):  # line by line: `torchwise rules | head -1` stops early
+        console.emit(line)
+
+
+def _rules_text(code: str | None, fmt: str) -> str:
     from torchwise.errors import TorchwiseError
     from torchwise.review.registry import all_rules, get_rule
 
@@ -27,22 +40,23 @@ def rules(code: str | None, fmt: str) -> None:
         if info is None:
             raise TorchwiseError(f"no rule {code!r}", hint="`torchwise rules` lists every code")
         if fmt == "json":
-            click.echo(json.dumps(_rule_dict(info), indent=2))
-        else:
-            fix = info.fix.value if info.fix else "none"
-            state = "on" if info.default_enabled else "off"
-            click.echo(f"# {info.code} {info.name}\n")
-            click.echo(f"Severity: {info.severity.value}. On by default: {state}. Fix: {fix}.\n")
-            click.echo(info.doc)
-        return
+            return json.dumps(_rule_dict(info), indent=2)
+        fix = info.fix.value if info.fix else "none"
+        state = "on" if info.default_enabled else "off"
+        return (
+            f"# {info.code} {info.name}\n\n"
+            f"Severity: {info.severity.value}. On by default: {state}. Fix: {fix}.\n\n"
+            f"{info.doc}"
+        )
     table = all_rules()
     if fmt == "json":
-        click.echo(json.dumps([_rule_dict(info) for info in table.values()], indent=2))
-        return
+        return json.dumps([_rule_dict(info) for info in table.values()], indent=2)
+    lines = []
     for info in table.values():
         flags = ("*" if info.fix else " ") + (" " if info.default_enabled else "o")
-        click.echo(f"{info.code} {flags} {info.severity.value:<7} {info.name:<36} {info.summary}")
-    click.echo("\n* has an autofix   o off by default (enable with --extend-select CODE)")
+        lines.append(f"{info.code} {flags} {info.severity.value:<7} {info.name:<36} {info.summary}")
+    lines.append("\n* has an autofix   o off by default (enable with --extend-select CODE)")
+    return "\n".join(lines)
 
 
 def _rule_dict(info: object) -> dict[str, object]:

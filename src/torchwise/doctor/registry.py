@@ -1,84 +1,69 @@
-"""The one registry of checks, keyed by their public ids.
+"""The one table of checks: public id, title, and the class that implements it.
 
-A check is a function ``(Context) -> CheckResult`` registered with
-:func:`register`; the ids are a public contract (``--checks``, JSON output, the
-Python API) and their order here is the order reports list them in.
+The ids are a public contract (``--checks``, JSON output, the Python API) and
+their order here is the order reports list them in. This module does not import
+torch, so ``torchwise doctor --help`` can list the checks; :func:`load` imports
+a check's module when it runs.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchwise.doctor.report import CheckResult, Status
-
 if TYPE_CHECKING:
-    from torchwise.doctor.context import Context
-
-#: The public check ids, in report order.
-CHECK_IDS: tuple[str, ...] = (
-    "grad-flow",
-    "batch-independence",
-    "causal-leak",
-    "eval-determinism",
-    "train-eval-gap",
-    "init-loss",
-    "overfit-batch",
-    "param-update",
-    "nan-inf",
-    "grad-scale",
-    "dead-units",
-    "determinism",
-    "amp-drift",
-    "device-consistency",
-    "exportable",
-)
-
-# Modules that define checks; imported on first use of the registry.
-_CHECK_MODULES = (
-    "torchwise.doctor.checks_grad",
-    "torchwise.doctor.checks_dependence",
-    "torchwise.doctor.checks_modes",
-    "torchwise.doctor.checks_training",
-    "torchwise.doctor.checks_numerics",
-    "torchwise.doctor.checks_portability",
-)
-
-CheckFn = Callable[["Context"], CheckResult]
+    from torchwise.doctor.checks.base import Check
 
 
 @dataclass(frozen=True)
-class CheckSpec:
+class CheckEntry:
     id: str
     title: str
-    cost: str
-    fn: CheckFn
+    #: ``module:Class`` under ``torchwise.doctor.checks``
+    impl: str
 
 
-_REGISTRY: dict[str, CheckSpec] = {}
+CHECKS: tuple[CheckEntry, ...] = (
+    CheckEntry("grad-flow", "every trainable parameter gets a gradient", "grad_flow:GradFlow"),
+    CheckEntry("batch-independence", "sample i's output ignores sample j",
+               "batch_independence:BatchIndependence"),
+    CheckEntry("causal-leak", "position t ignores inputs after t (--causal DIM)",
+               "causal_leak:CausalLeak"),
+    CheckEntry("eval-determinism", "two eval-mode forwards agree",
+               "eval_determinism:EvalDeterminism"),
+    CheckEntry("train-eval-gap", "how train and eval outputs differ, and why",
+               "train_eval_gap:TrainEvalGap"),
+    CheckEntry("init-loss", "loss at initialization is near chance", "init_loss:InitLoss"),
+    CheckEntry("overfit-batch", "the model can memorise one small batch",
+               "overfit_batch:OverfitBatch"),
+    CheckEntry("param-update", "optimizer steps move every trainable parameter",
+               "param_update:ParamUpdate"),
+    CheckEntry("nan-inf", "output, loss and gradients are finite", "nan_inf:NanInf"),
+    CheckEntry("grad-scale", "gradients neither vanish nor explode across depth",
+               "grad_scale:GradScale"),
+    CheckEntry("dead-units", "share of ReLU units never active, per layer",
+               "dead_units:DeadUnits"),
+    CheckEntry("determinism", "same seed, same output and gradients",
+               "determinism:Determinism"),
+    CheckEntry("amp-drift", "bfloat16 autocast agrees with float32", "amp_drift:AmpDrift"),
+    CheckEntry("device-consistency", "every tensor follows the model's device",
+               "device_consistency:DeviceConsistency"),
+    CheckEntry("exportable", "torch.export works; torch.compile graph breaks",
+               "exportable:Exportable"),
+)  # fmt: skip
+
+#: The public check ids, in report order.
+CHECK_IDS: tuple[str, ...] = tuple(entry.id for entry in CHECKS)
 
 
-def register(check_id: str, *, title: str, cost: str) -> Callable[[CheckFn], CheckFn]:
-    """Register a check under a public id from :data:`CHECK_IDS`."""
-    if check_id not in CHECK_IDS:
-        raise ValueError(f"{check_id!r} is not a public check id")
-
-    def decorate(fn: CheckFn) -> CheckFn:
-        _REGISTRY[check_id] = CheckSpec(check_id, title, cost, fn)
-        return fn
-
-    return decorate
+def entry(check_id: str) -> CheckEntry:
+    return next(e for e in CHECKS if e.id == check_id)
 
 
-def checks() -> dict[str, CheckSpec]:
-    """All registered checks in report order."""
-    for module in _CHECK_MODULES:
-        importlib.import_module(module)
-    return {cid: _REGISTRY[cid] for cid in CHECK_IDS if cid in _REGISTRY}
-
-
-def result(check_id: str, status: Status | str, summary: str, **details: Any) -> CheckResult:
-    """Shorthand the checks use to build their result."""
-    return CheckResult(check_id, Status(status), summary, **details)
+def load(check_id: str) -> Check[Any]:
+    """An instance of the check registered under ``check_id``."""
+    module_name, _, class_name = entry(check_id).impl.partition(":")
+    module = importlib.import_module(f"torchwise.doctor.checks.{module_name}")
+    cls: type[Check[Any]] = getattr(module, class_name)
+    return cls()

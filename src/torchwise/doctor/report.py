@@ -81,6 +81,13 @@ class Report:
     results: list[CheckResult]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: how many checks the run was asked for (more than ``results`` after Ctrl-C)
+    planned: int | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the run stopped (Ctrl-C) before every planned check finished."""
+        return self.planned is not None and len(self.results) < self.planned
 
     def __getitem__(self, check_id: str) -> CheckResult:
         for result in self.results:
@@ -119,6 +126,7 @@ class Report:
             "inputs": list(self.inputs),
             "loss": self.loss,
             "ok": self.ok,
+            "interrupted": self.interrupted,
             "counts": self.counts(),
             "seconds": round(self.seconds, 3),
             "notes": list(self.notes),
@@ -133,12 +141,8 @@ class Report:
         lines.append(f"loss: {self.loss}")
         lines.extend(f"note: {note}" for note in self.notes)
         lines.append("")
-        width = max([len(r.id) for r in self.results] + [5])
-        lines.append(f"{'check':<{width}}  status  {'time':>6}  summary")
-        for r in self.results:
-            lines.append(
-                f"{r.id:<{width}}  {r.status.value.upper():<6}  {r.seconds:>5.2f}s  {r.summary}"
-            )
+        lines.append(f"{'check':<{ID_WIDTH}}  status  {'time':>6}  summary")
+        lines.extend(line_for(r) for r in self.results)
         flagged = [r for r in self.results if r.status in (Status.FAIL, Status.WARN)]
         for r in flagged:
             lines.append("")
@@ -156,7 +160,9 @@ class Report:
         lines.append(
             f"{counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed, "
             f"{counts['skip']} skipped in {self.seconds:.1f}s"
-        )
+            + (f" (interrupted: {len(self.results)} of {self.planned} checks ran)"
+               if self.interrupted else "")
+        )  # fmt: skip
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
@@ -193,6 +199,15 @@ class Report:
         if fmt == "markdown":
             return self.to_markdown()
         return self.to_text()
+
+
+#: width of the check-id column: the longest public id ("batch-independence")
+ID_WIDTH = 18
+
+
+def line_for(r: CheckResult) -> str:
+    """One table line for a finished check (also the live progress line)."""
+    return f"{r.id:<{ID_WIDTH}}  {r.status.value.upper():<6}  {r.seconds:>5.2f}s  {r.summary}"
 
 
 def _more(items: list[str], shown: int) -> str:

@@ -82,8 +82,8 @@ class Snapshot:
                 live[key] = value
                 saved = contents.get(key)
                 if isinstance(value, dict) and isinstance(saved, dict):
-                    value.clear()
-                    value.update(saved)
+                    if value != saved:
+                        _refill(live, key, value, saved)
                 elif isinstance(value, list) and isinstance(saved, list):
                     value[:] = saved
                 elif isinstance(value, torch.Tensor) and isinstance(saved, torch.Tensor):
@@ -114,6 +114,16 @@ class Snapshot:
             import numpy as np
 
             np.random.set_state(self.numpy_rng)
+
+
+def _refill(live: dict[str, Any], key: str, value: dict[Any, Any], saved: dict[Any, Any]) -> None:
+    """Put a dict attribute's contents back in place (hook dicts: the caller's handles
+    point at them), or replace it when its type forbids changes (diffusers' FrozenDict)."""
+    try:
+        value.clear()
+        value.update(saved)
+    except Exception:
+        live[key] = type(value)(saved)
 
 
 def _copy_back(tensor: torch.Tensor, value: torch.Tensor) -> None:

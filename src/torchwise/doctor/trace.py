@@ -9,14 +9,18 @@ problem came from plain code in the parent's forward just before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from torchwise.doctor.context import tensors_in
+from torchwise.doctor.tensors import tensors_in
+from torchwise.hooks import ModuleCall, module_calls
 
 
 @dataclass
@@ -37,24 +41,108 @@ def _snap(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return [t.detach().clone() for t in tensors if t.is_floating_point() or t.is_complex()]
 
 
+_STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+_TORCHWISE = str(Path(__file__).resolve().parents[1])
+_TORCH = str(Path(torch.__file__).resolve().parent)
+
+
+def frame_owner(filename: str) -> str:
+    """Whose code a frame runs: ``"user"``, ``"torch"``, ``"library"`` (an installed
+    package) or ``"internal"`` (torchwise, the standard library, synthetic frames)."""
+    if filename.startswith("<") or filename.startswith(_TORCHWISE):
+        return "internal"
+    if filename.startswith(_TORCH):
+        return "torch"
+    # before the standard library: in a venv, platstdlib is a prefix of site-packages
+    if "site-packages" in Path(filename).parts or "dist-packages" in Path(filename).parts:
+        return "library"
+    if filename.startswith(_STDLIB):
+        return "internal"
+    return "user"
+
+
+def short_location(frame: traceback.FrameSummary) -> str:
+    """``model.py:42`` (``transformers/models/gpt2/modeling_gpt2.py:312`` for libraries)."""
+    parts = Path(frame.filename).parts
+    for anchor in ("site-packages", "dist-packages"):
+        if anchor in parts:
+            return f"{'/'.join(parts[parts.index(anchor) + 1 :])}:{frame.lineno}"
+    if frame.filename.startswith(_TORCH):
+        return f"torch/{Path(frame.filename).relative_to(_TORCH)}:{frame.lineno}"
+    return f"{Path(frame.filename).name}:{frame.lineno}"
+
+
+def model_code_frame(frames: Iterable[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost frame of the model's code among ``frames`` (outermost first).
+
+    Only frames below torchwise's own last frame count (the model runs inside a
+    check, so frames above it are the caller's script or pytest). The user's own code
+    wins; an installed library (transformers) comes next; None when only torch runs.
+    """
+    frames = list(frames)
+    while frames and frames[-1].filename.startswith(_TORCHWISE):
+        frames.pop()  # a dispatch mode or hook of torchwise's own, watching from inside
+    last_ours = max((i for i, f in enumerate(frames) if f.filename.startswith(_TORCHWISE)),
+                    default=-1)  # fmt: skip
+    inner = frames[last_ours + 1 :]
+    for owner in ("user", "library"):
+        found = [f for f in inner if frame_owner(f.filename) == owner]
+        if found:
+            return found[-1]
+    return None
+
+
+def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
+    """``model.py:42`` for :func:`model_code_frame`, or None."""
+    frame = model_code_frame(frames)
+    return None if frame is None else short_location(frame)
+
+
+def module_in_traceback(exc: BaseException, model: nn.Module) -> str | None:
+    """The innermost submodule of ``model`` whose code was running when ``exc`` was raised.
+
+    Read from the traceback's frames (a ``self`` that is one of the model's
+    submodules), so no hooks are needed; None when only the model's own forward ran.
+    """
+    names = {id(m): n for n, m in model.named_modules() if n}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in names:
+            found = names[id(owner)]
+        tb = tb.tb_next
+    return found
+
+
 @contextmanager
-def recording(model: nn.Module, *, keep_inputs: bool = True) -> Iterator[Trace]:
+def call_order(model: nn.Module) -> Iterator[list[str]]:
+    """The names of the submodules forward calls, in the order of their first call."""
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def entered(call: ModuleCall) -> None:
+        if call.name not in seen:
+            seen.add(call.name)
+            order.append(call.name)
+
+    with module_calls(model, on_enter=entered):
+        yield order
+
+
+@contextmanager
+def recording(model: nn.Module) -> Iterator[Trace]:
     """Record the floating-point inputs and outputs of every submodule call."""
     trace = Trace()
-    handles = []
-    for name, module in model.named_modules():
-        label = name or type(module).__name__
 
-        def hook(mod: nn.Module, args: object, out: object, label: str = label) -> None:
-            ins = _snap(tensors_in(args)) if keep_inputs else []
-            trace.records.append(Record(label, type(mod).__name__, ins, _snap(tensors_in(out))))
+    def returned(call: ModuleCall, output: object) -> None:
+        label = call.name or type(call.module).__name__
+        inputs = _snap(tensors_in((call.args, call.kwargs)))
+        trace.records.append(Record(label, type(call.module).__name__, inputs,
+                                    _snap(tensors_in(output))))  # fmt: skip
 
-        handles.append(module.register_forward_hook(hook))
-    try:
+    with module_calls(model, on_exit=returned):
         yield trace
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 Region = Callable[[torch.Tensor], torch.Tensor | None]

@@ -3,14 +3,26 @@
 Public API::
 
     from torchwise.review import review_paths, review_source, ReviewSettings
-    report = review_paths(["src/"], ReviewSettings())
+    report = review_paths(["src/"])                    # default settings: the default rules
+    report = review_paths(["src/"], ReviewSettings(select=("TW1",)))
     for finding in report.findings:
         print(finding.location, finding.code, finding.message)
+
+``review_paths`` indexes every file of the run (and the project files they
+import) before the rules run; ``review_text`` reviews an editor's buffer as if
+it were at a path; ``review_source`` reviews one string on its own.
 """
 
 from torchwise.review.findings import Applicability, Edit, Finding, Fix, Severity
 from torchwise.review.registry import RuleInfo, all_rules, get_rule
-from torchwise.review.runner import FileReport, FixMode, ReviewReport, review_paths, review_source
+from torchwise.review.runner import (
+    FileReport,
+    FixMode,
+    ReviewReport,
+    review_paths,
+    review_source,
+    review_text,
+)
 from torchwise.review.settings import ReviewSettings, build_settings
 
 __all__ = [
@@ -29,4 +41,5 @@ __all__ = [
     "get_rule",
     "review_paths",
     "review_source",
+    "review_text",
 ]

@@ -1,47 +1,65 @@
-"""What rules know while the engine walks a file: resolved names, scopes,
-enclosing regions, and the one ``report()`` through which findings leave.
+"""What rules know while the engine walks a file: resolved names, what names
+hold, the branch and scopes a node sits in, and the one ``report()`` through
+which findings leave.
 
 Name resolution follows the imports the file actually wrote, pyflakes-style:
 after ``import torch.nn.functional as F`` the expression ``F.softmax`` resolves
 to ``torch.nn.functional.softmax``; after ``from torch.optim import AdamW`` a
-call ``AdamW(...)`` resolves to ``torch.optim.AdamW``. Unresolvable names give
+call ``AdamW(...)`` resolves to ``torch.optim.AdamW``. A parameter or a local
+assignment that reuses an imported name shadows it. Unresolvable names give
 ``None`` and rules stay silent on them: guessing is how linters get noisy.
+
+What a name holds (:meth:`Context.value_of`) is followed through assignments,
+tuple unpacking and simple reassignments, per branch: a binding made under
+``if cond:`` is invisible from the ``else:`` branch. Across functions and files
+the :class:`~torchwise.review.project.ProjectView` answers (a class's layers, a
+function's effects, the values its callers pass).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchwise.review import facts as F
+from torchwise.review.facts import Branch, Value
+from torchwise.review.files import is_test_module
 from torchwise.review.findings import Finding, Fix
 from torchwise.review.registry import Rule
+from torchwise.review.values import (
+    SHADOWED,
+    UNSET,
+    UNTRACKED,
+    ValueReader,
+    dotted,
+    kind_from_callee,
+    optimised_model,
+    pass_through_arguments,
+)
+from torchwise.review.view import EMPTY_VIEW, ProjectView
+
+__all__ = [
+    "UNTRACKED",
+    "Binding",
+    "ClassFrame",
+    "Context",
+    "Scope",
+    "canonical",
+    "kind_from_callee",
+    "optimised_model",
+    "pass_through_arguments",
+]
 
 # Modules re-exported under a shorter public path: resolve to the public one.
 _CANONICAL_PREFIXES = (
     ("torch.nn.modules.loss.", "torch.nn."),
     ("torch.nn.modules.", "torch.nn."),
     ("torch.utils.data.dataloader.", "torch.utils.data."),
+    ("torch.utils.data.dataset.", "torch.utils.data."),
     ("torch.optim.adamw.", "torch.optim."),
     ("torch.optim.adam.", "torch.optim."),
     ("torch.optim.sgd.", "torch.optim."),
-)
-
-_LOSS_FUNCTIONS = re.compile(
-    r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div)$"
-)
-
-# Fallback kinds from conventional names, used only when no assignment told us.
-_NAME_KINDS = (
-    (re.compile(r"(^|_)(lr_)?sched(uler)?s?$|lr_scheduler$"), F.SCHEDULER),
-    (re.compile(r"(^|_)(optim|optimizer|optimiser|opt)s?(_\w+)?$"), F.OPTIMIZER),
-    (re.compile(r"(^|_)(grad_)?scaler$"), F.SCALER),
-    (re.compile(r"(^|_)(criterion|loss_fn|loss_func|loss_function|lossfn)$"), F.LOSS_FN),
-    (re.compile(r"(^|_)(model|net|network)$"), F.MODULE),
-    (re.compile(r"(^|_)loss$"), F.LOSS),
-    (re.compile(r"(^|_)(train_|val_|test_)?(data)?loader$"), F.LOADER),
 )
 
 
@@ -52,47 +70,48 @@ def canonical(qualname: str) -> str:
     return qualname
 
 
-def kind_from_callee(qualname: str) -> str | None:
-    """The kind of value a call to ``qualname`` returns, when it is one we track."""
-    last = qualname.rsplit(".", 1)[-1]
-    if qualname.startswith("torch.optim.lr_scheduler.") or last in {
-        "get_scheduler",
-        "get_linear_schedule_with_warmup",
-        "get_cosine_schedule_with_warmup",
-    }:
-        return F.SCHEDULER
-    if qualname.startswith("torch.optim.") and last[:1].isupper():
-        return F.OPTIMIZER
-    if last == "GradScaler":
-        return F.SCALER
-    if last == "DataLoader":
-        return F.LOADER
-    if last == "DistributedSampler":
-        return F.SAMPLER
-    if _LOSS_FUNCTIONS.match(qualname):
-        return F.LOSS
-    if qualname.startswith("torch.nn.") and last[:1].isupper():
-        return F.LOSS_FN if last.endswith("Loss") else F.MODULE
-    if qualname in {"torch.compile", "torch.jit.script"}:
-        return F.MODULE
-    return None
+@dataclass(eq=False)
+class Binding:
+    value: Value
+    branch: Branch
 
 
 @dataclass
 class Scope:
     kind: str  # "module", "class", "function"
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
-    kinds: dict[str, str] = field(default_factory=dict)  # dotted name -> value kind
+    values: dict[str, list[Binding]] = field(default_factory=dict)  # dotted name -> bindings
     module_classes: set[str] = field(default_factory=set)  # nn.Module subclasses defined here
+    classes: set[str] = field(default_factory=set)  # every class defined here
+    functions: set[str] = field(default_factory=set)  # functions defined here
 
 
-class Context:
+@dataclass(eq=False)
+class ClassFrame:
+    """A class being walked: its node, whether it is an nn.Module, and the
+    values its methods assigned to ``self.<attr>`` (shared by every method)."""
+
+    node: ast.ClassDef
+    is_module: bool
+    attributes: dict[str, Value] = field(default_factory=dict)
+
+    def __iter__(self) -> Any:  # (node, is_module), as rules unpack it
+        return iter((self.node, self.is_module))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.node, self.is_module)[index]
+
+
+class Context(ValueReader):
     """Per-file state shared by every rule during the single pass."""
 
-    def __init__(self, path: str, source: str, settings: Any) -> None:
+    def __init__(
+        self, path: str, source: str, settings: Any, project: ProjectView | None = None
+    ) -> None:
         self.path = path
         self.source = source
         self.settings = settings
+        self.project = project or EMPTY_VIEW
         self.lines = source.splitlines(keepends=True)
         self._line_starts = [0]
         for line in self.lines:
@@ -102,14 +121,44 @@ class Context:
         self.parents: list[ast.AST] = []
         self.loops: list[F.LoopFacts] = []
         self.functions: list[F.FunctionFacts] = []
-        self.classes: list[tuple[ast.ClassDef, bool]] = []  # (node, is an nn.Module)
+        self.classes: list[ClassFrame] = []
         self.no_grad_depth = 0
+        self._branch: Branch = ()
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
+        # What expressions hold, until the next binding changes what names hold.
+        self._values: dict[int, Value | None] = {}
+
+    @property
+    def branch(self) -> Branch:
+        """The ``if`` conditions the current node sits under (see facts.Branch)."""
+        return self._branch
+
+    @branch.setter
+    def branch(self, branch: Branch) -> None:
+        self._branch = branch
+        self._values.clear()  # bindings visible from here differ
+
+    def forget_values(self) -> None:
+        """Entering or leaving a scope: what names hold must be looked up again."""
+        self._values.clear()
+
+    def forget_names(self) -> None:
+        """After the prescan: names resolve again, in the order the code binds them."""
+        self._values.clear()
+        self._call_names.clear()
 
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
         self.scopes[-1].imports[local] = canonical(qualname)
+
+    def shadow(self, local: str) -> None:
+        """A local name now holds something else than what an enclosing import bound."""
+        scope = self.scopes[-1]
+        if scope.imports.get(local) is not None or any(
+            local in outer.imports for outer in self.scopes[:-1]
+        ):
+            scope.imports[local] = SHADOWED
 
     def qualname(self, expr: ast.AST) -> str | None:
         """The fully qualified name ``expr`` refers to, through the file's imports."""
@@ -117,8 +166,8 @@ class Context:
             for scope in reversed(self.scopes):
                 target = scope.imports.get(expr.id)
                 if target is not None:
-                    return target
-                if expr.id in scope.module_classes:
+                    return target or None
+                if expr.id in scope.classes or expr.id in scope.module_classes:
                     return f"<local>.{expr.id}"
             return None
         if isinstance(expr, ast.Attribute):
@@ -129,79 +178,97 @@ class Context:
     def call_name(self, call: ast.Call) -> str | None:
         # Every rule with a visit_Call asks this of every call: resolve once,
         # with the scopes as they are when the pass reaches the call.
-        try:
-            return self._call_names[call]
-        except KeyError:
+        name: str | None = self._call_names.get(call, UNSET)
+        if name is UNSET:
             name = self._call_names[call] = self.qualname(call.func)
-            return name
+        return name
 
     @staticmethod
     def dotted(expr: ast.AST) -> str | None:
         """``self.optimizer`` for an Attribute chain of names, else None."""
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return None
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
+        return dotted(expr)
 
-    def set_kind(self, target: ast.AST, kind: str | None) -> None:
+    # -- values ------------------------------------------------------------
+    def bind(self, target: ast.AST, value: Value | None) -> None:
+        """Record what ``target`` (a name or attribute chain) holds from here on."""
         name = self.dotted(target)
         if name is None:
             return
+        self._values.clear()
+        if isinstance(target, ast.Name):
+            self.shadow(name)
+        frame = self._class_of_self(name)
+        if frame is not None:
+            if value is None:
+                frame.attributes.pop(name[5:], None)
+            else:
+                frame.attributes[name[5:]] = value
+            return
         scope = self.scopes[-1]
-        if kind is None:
-            scope.kinds.pop(name, None)
-        else:
-            scope.kinds[name] = kind
+        if value is None:  # unknown: the name's conventional meaning applies again
+            scope.values.pop(name, None)
+            return
+        bindings = scope.values.setdefault(name, [])
+        # A binding on this very path replaces the ones it dominates.
+        bindings[:] = [b for b in bindings if not F.implied(b.branch, self.branch)]
+        bindings.append(Binding(value, self.branch))
 
-    def kind_of(self, expr: ast.AST) -> str | None:
-        """What ``expr`` holds: a model, an optimizer, a loss tensor, ... or None."""
-        if isinstance(expr, ast.Call):
-            return self.kind_of_call(expr)
-        if isinstance(expr, ast.BinOp):
-            left, right = self.kind_of(expr.left), self.kind_of(expr.right)
-            return F.LOSS if F.LOSS in (left, right) else None
-        name = self.dotted(expr)
-        if name is None:
+    def set_kind(self, target: ast.AST, kind: str | None) -> None:
+        self.bind(target, None if kind is None else Value(kind))
+
+    def _class_of_self(self, name: str) -> ClassFrame | None:
+        """The class whose attribute ``self.<attr>`` names, inside its methods."""
+        if not name.startswith("self.") or name.count(".") != 1 or not self.classes:
             return None
+        if not self.functions or self.functions[-1].class_name != self.classes[-1].node.name:
+            return None
+        return self.classes[-1]
+
+    def lookup(self, name: str) -> Value | None:
+        """The value bound to a dotted name, visible from the current branch."""
+        frame = self._class_of_self(name)
+        if frame is not None:
+            found = frame.attributes.get(name[5:])
+            if found is not None:
+                return found
         for scope in reversed(self.scopes):
-            if name in scope.kinds:
-                return scope.kinds[name]
-        last = name.rsplit(".", 1)[-1]
-        for pattern, kind in _NAME_KINDS:
-            if pattern.search(last):
-                return kind
+            if scope.kind == "class" and scope is not self.scopes[-1]:
+                continue  # class bodies do not enclose their methods
+            bindings = scope.values.get(name)
+            if bindings:
+                visible = [b.value for b in bindings if not F.exclusive(b.branch, self.branch)]
+                if not visible:
+                    return None
+                latest = visible[-1]
+                if latest.kind == F.LOADED:
+                    # `model = Net()` / else `model = torch.load(...)`: the restored
+                    # object plays the same role, so it is most likely the same class.
+                    built = [
+                        v
+                        for v in visible
+                        if v.kind in (F.MODULE, None)
+                        and v.origin
+                        and not v.origin.startswith("torch")
+                    ]
+                    if built:
+                        return built[-1]
+                return latest
         return None
 
-    def kind_of_call(self, call: ast.Call) -> str | None:
-        qualname = self.call_name(call)
-        if qualname is not None:
-            if qualname.startswith("<local>."):
-                return F.MODULE if self._is_local_module_class(qualname[8:]) else None
-            return kind_from_callee(qualname)
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            receiver_kind = self.kind_of(func.value)
-            if receiver_kind == F.MODULE and func.attr in {
-                "to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
-                "requires_grad_", "to_empty",
-            }:  # fmt: skip
-                return F.MODULE
-            if receiver_kind == F.LOSS and func.attr in {"mean", "sum", "float", "__truediv__"}:
-                return F.LOSS
-            return None
-        callee_kind = self.kind_of(func)
-        if callee_kind == F.LOSS_FN:
-            return F.LOSS
-        if callee_kind == F.MODULE:
-            return F.OUTPUT
-        return None
-
-    def _is_local_module_class(self, name: str) -> bool:
-        return any(name in scope.module_classes for scope in self.scopes)
+    def candidates(self, expr: ast.AST) -> list[Value]:
+        """Every value a name may hold here: after ``if c: x = a`` / ``else: x = b``
+        both reach the use (``value_of`` answers with the latest)."""
+        name = self.dotted(expr)
+        if name is None or self._class_of_self(name) is not None:
+            value = self.value_of(expr)
+            return [] if value is None else [value]
+        for scope in reversed(self.scopes):
+            if scope.kind == "class" and scope is not self.scopes[-1]:
+                continue
+            bindings = scope.values.get(name)
+            if bindings:
+                return [b.value for b in bindings if not F.exclusive(b.branch, self.branch)]
+        return []
 
     def is_module_base(self, expr: ast.expr) -> bool:
         """Whether a class base is ``nn.Module`` (or a local/known subclass of it)."""
@@ -209,12 +276,14 @@ class Context:
         if qualname is None:
             return False
         if qualname.startswith("<local>."):
-            return self._is_local_module_class(qualname[8:])
-        return qualname.startswith("torch.nn.") or qualname in {
+            return any(qualname[8:] in scope.module_classes for scope in self.scopes)
+        if qualname.startswith("torch.nn.") or qualname in {
             "pytorch_lightning.LightningModule",
             "lightning.LightningModule",
             "lightning.pytorch.LightningModule",
-        }
+        }:
+            return True
+        return self.project.is_module_class(self, qualname)
 
     # -- where we are ----------------------------------------------------------
     @property
@@ -268,6 +337,8 @@ class Context:
         message: str | None = None,
         **fields: str,
     ) -> None:
+        if not rule.in_test_modules and is_test_module(self.path):
+            return
         line: int = node.lineno  # type: ignore[attr-defined]
         end_line: int = node.end_lineno or line  # type: ignore[attr-defined]
         self.findings.append(

@@ -9,38 +9,96 @@ the module) -> findings, minus those suppressed by ``noqa``.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchwise.review import facts as F
-from torchwise.review.context import Context, Scope
+from torchwise.review.context import (
+    Binding,
+    ClassFrame,
+    Context,
+    Scope,
+)
+from torchwise.review.dispatch import CHILD_FIELDS, LEAF_TYPES, child_fields, subscriptions
+from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.registry import Rule, all_rules
+from torchwise.review.suppression import file_suppressions, line_suppressions, suppressed
+from torchwise.review.tracking import Tracker, builds_model
+from torchwise.review.view import ProjectView
 
 Handler = Callable[[Any, Context], None]
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 _ENABLE_GRAD = {"torch.enable_grad", "torch.autograd.enable_grad"}
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I)
-_FILE_NOQA = re.compile(
-    r"^\s*#\s*torchwise:\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I | re.M
-)
+
+
+def parse(source: str, path: str) -> ast.Module | Finding:
+    """The file's tree, or the TW000 finding that says why there is none."""
+    try:
+        return ast.parse(source, filename=path, type_comments=False)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        return _syntax_finding(path, exc)
+
+
+#: How many lines recovery may comment out before giving up on a file.
+_RECOVERY_LINES = 8
+
+
+def recover(source: str, path: str) -> tuple[str, ast.Module] | None:
+    """The source with the lines Python rejects commented out, and its tree, when
+    a few such lines are all that stand in the way (a stray `try:jupyter`, a
+    leftover merge marker); line numbers are kept. None when it takes more."""
+    lines = source.split("\n")
+    for _ in range(_RECOVERY_LINES):
+        text = "\n".join(lines)
+        try:
+            return text, ast.parse(text, filename=path, type_comments=False)
+        except SyntaxError as exc:
+            number = exc.lineno
+            if number is None or not 1 <= number <= len(lines) or lines[number - 1].startswith("#"):
+                return None
+            lines[number - 1] = "#" + lines[number - 1]
+        except (ValueError, MemoryError, RecursionError):
+            return None
+    return None
 
 
 def analyse_source(
-    source: str, path: str, enabled: Iterable[str], settings: Any = None
+    source: str,
+    path: str,
+    enabled: Iterable[str],
+    settings: Any = None,
+    *,
+    view: ProjectView | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Finding]:
-    """Every finding of the ``enabled`` rules in ``source``, noqa applied, sorted."""
+    """Every finding of the ``enabled`` rules in ``source``, noqa applied, sorted.
+
+    ``view`` is the project index as this file sees it; without one, the file
+    is its own project (its classes and functions are indexed first)."""
     enabled = frozenset(enabled)
-    file_noqa = _file_suppressions(source)
+    file_noqa = file_suppressions(source)
     if file_noqa is not None and not file_noqa:
         return []  # "# torchwise: noqa" on its own line skips the whole file
-    try:
-        tree = ast.parse(source, filename=path, type_comments=False)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        return [_syntax_finding(path, exc)]
-    ctx = Context(path, source, settings)
+    broken: Finding | None = None
+    if tree is None:
+        parsed = parse(source, path)
+        if isinstance(parsed, Finding):
+            recovered = recover(source, path)
+            if recovered is None:
+                return [parsed]
+            # Report the syntax error, and review the rest of the file as a
+            # reader would: the lines around the error are still a program.
+            broken, (source, tree), view = parsed, recovered, None
+        else:
+            tree = parsed
+    if view is None:
+        from torchwise.review.project import ProjectIndex
+        from torchwise.review.summary import summarize_tree
+
+        view = ProjectIndex([summarize_tree(tree, source, path)]).view(path)
+    ctx = Context(path, source, settings, view)
     rules = [info.cls() for code, info in all_rules().items() if code in enabled]
     try:
         _Pass(ctx, rules).run(tree)
@@ -48,12 +106,14 @@ def analyse_source(
         ctx.findings.append(
             _syntax_finding(path, SyntaxError("too deeply nested to analyse fully"))
         )
+    if broken is not None:
+        ctx.findings.append(broken)
     suppressed_in_file = file_noqa or frozenset()
-    line_noqa = _line_suppressions(ctx.lines)
+    line_noqa = line_suppressions(ctx.lines)
     kept = [
         finding
         for finding in ctx.findings
-        if finding.code not in suppressed_in_file and not _suppressed(finding, line_noqa)
+        if finding.code not in suppressed_in_file and not suppressed(finding, line_noqa)
     ]
     return sorted(set(kept), key=Finding.sort_key)
 
@@ -74,60 +134,21 @@ def _syntax_finding(path: str, exc: BaseException) -> Finding:
     )
 
 
-def _file_suppressions(source: str) -> frozenset[str] | None:
-    """None: no file-level noqa; empty: the whole file; else the codes ignored."""
-    if "torchwise" not in source:
-        return None
-    codes: set[str] = set()
-    found = False
-    for match in _FILE_NOQA.finditer(source):
-        found = True
-        if match.group("codes") is None:
-            return frozenset()
-        codes |= set(re.findall(r"TW\d{3}", match.group("codes").upper()))
-    return frozenset(codes) if found else None
-
-
-def _line_suppressions(lines: list[str]) -> dict[int, frozenset[str] | None]:
-    """line -> codes suppressed there (None: every code, a bare ``# noqa``)."""
-    result: dict[int, frozenset[str] | None] = {}
-    for number, line in enumerate(lines, start=1):
-        if "noqa" not in line and "NOQA" not in line:
-            continue
-        match = _NOQA.search(line)
-        if match is None:
-            continue
-        codes = match.group("codes")
-        result[number] = None if codes is None else frozenset(re.findall(r"TW\d{3}", codes.upper()))
-    return result
-
-
-def _suppressed(finding: Finding, noqa: dict[int, frozenset[str] | None]) -> bool:
-    for line in {finding.line, finding.end_line}:
-        if line in noqa:
-            codes = noqa[line]
-            if codes is None or finding.code in codes:
-                return True
-    return False
-
-
-class _Pass:
+class _Pass(Tracker):
     """One depth-first walk that keeps the context current and calls handlers."""
 
     def __init__(self, ctx: Context, rules: list[Rule]) -> None:
         self.ctx = ctx
         self.handlers: dict[type[ast.AST], list[Handler]] = {}
         self.events: dict[str, list[Handler]] = {
-            event: [] for event in ("leave_loop", "leave_function", "leave_module")
+            event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
         for rule in rules:
-            for name in dir(rule):
-                if name.startswith("visit_"):
-                    node_type = getattr(ast, name[6:], None)
-                    if node_type is not None:
-                        self.handlers.setdefault(node_type, []).append(getattr(rule, name))
-                elif name in self.events:
-                    self.events[name].append(getattr(rule, name))
+            node_types, events = subscriptions(type(rule))
+            for node_type, name in node_types:
+                self.handlers.setdefault(node_type, []).append(getattr(rule, name))
+            for name in events:
+                self.events[name].append(getattr(rule, name))
         self.failed: set[str] = set()
         self.special: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.Import: self._import,
@@ -143,11 +164,19 @@ class _Pass:
             ast.Call: self._call,
             ast.Assign: self._assign,
             ast.AnnAssign: self._assign,
+            ast.AugAssign: self._aug_assign,
+            ast.If: self._if,
+            ast.Try: self._try,
         }
+        # Leaves nobody listens to (most Names and Constants): not even visited.
+        self.inert = frozenset(
+            kind for kind in LEAF_TYPES if kind not in self.handlers and kind not in self.special
+        )
 
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree
         self._prescan(tree.body)
+        self.ctx.forget_names()
         self.visit(tree)
         self.fire("leave_module", self.ctx.module, tree)
 
@@ -192,8 +221,13 @@ class _Pass:
             elif isinstance(statement, ast.ImportFrom):
                 self._import_from(statement)
             elif isinstance(statement, ast.ClassDef):
+                self.ctx.scopes[0].classes.add(statement.name)
                 if any(self.ctx.is_module_base(base) for base in statement.bases):
                     self.ctx.scopes[0].module_classes.add(statement.name)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.ctx.scopes[0].functions.add(statement.name)
+            elif isinstance(statement, ast.Assign):
+                self._prescan_global(statement)
             elif isinstance(statement, ast.If):
                 self._prescan(statement.orelse)
                 self._prescan(statement.body)  # the first branch wins, as in most readers
@@ -205,24 +239,43 @@ class _Pass:
                 self._prescan(statement.body)
 
     def visit(self, node: ast.AST) -> None:
-        for handler in self.handlers.get(type(node), ()):
-            try:
-                handler(node, self.ctx)
-            except RecursionError:
-                raise
-            except Exception as exc:  # one broken rule must not stop the review
-                self.rule_failed(handler, exc, node)
-        special = self.special.get(type(node))
+        kind = type(node)
+        handlers = self.handlers.get(kind)
+        if handlers:
+            for handler in handlers:
+                try:
+                    handler(node, self.ctx)
+                except RecursionError:
+                    raise
+                except Exception as exc:  # one broken rule must not stop the review
+                    self.rule_failed(handler, exc, node)
+        special = self.special.get(kind)
         if special is None:
             self.children(node)
         else:
             special(node)
 
     def children(self, node: ast.AST) -> None:
-        self.ctx.parents.append(node)
-        for child in ast.iter_child_nodes(node):
-            self.visit(child)
-        self.ctx.parents.pop()
+        fields = CHILD_FIELDS.get(type(node))
+        if fields is None:
+            fields = CHILD_FIELDS[type(node)] = child_fields(node)
+        if not fields:
+            return  # a Name, a Constant, ...: nothing below it but its context
+        parents = self.ctx.parents
+        parents.append(node)
+        visit = self.visit
+        inert = self.inert
+        for name in fields:
+            value = getattr(node, name, None)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST) and type(item) not in inert:
+                        visit(item)
+            elif isinstance(value, ast.AST) and type(value) not in inert:
+                visit(value)
+        parents.pop()
 
     def visit_all(self, parent: ast.AST, nodes: Iterable[ast.AST]) -> None:
         self.ctx.parents.append(parent)
@@ -240,43 +293,45 @@ class _Pass:
                 self.ctx.bind_import(top, top)
 
     def _import_from(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
-            return  # relative imports name the user's own code
+        # Relative imports keep their dots ("..models.Net"): they name the
+        # project's own code, which only the project index can resolve.
+        module = "." * node.level + (node.module or "")
+        if not module:
+            return
+        separator = "" if module.endswith(".") else "."
         for alias in node.names:
-            if alias.name != "*":
-                self.ctx.bind_import(alias.asname or alias.name, f"{node.module}.{alias.name}")
+            if alias.name == "*":
+                self._star_import(module)
+            else:
+                qualname = f"{module}{separator}{alias.name}"
+                self.ctx.bind_import(alias.asname or alias.name, qualname)
 
-    def _assign(self, node: ast.Assign | ast.AnnAssign) -> None:
-        self.children(node)
-        value = node.value
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        kind = None if value is None else self.ctx.kind_of(value)
-        if kind is None and isinstance(node, ast.AnnAssign):
-            kind = self._kind_of_annotation(node.annotation)
-        for target in targets:
-            if isinstance(target, (ast.Name, ast.Attribute)):
-                self.ctx.set_kind(target, kind)
+    def _star_import(self, module: str) -> None:
+        """``from models import *``: the names the project module defines and
+        imports (torch too, when it imported torch), from the index; without
+        one, the conventional aliases (``torch``, ``nn``, ``F``, ``np``)."""
+        ctx = self.ctx
+        names = ctx.project.star_names(module)
+        if names is None and not module.startswith(("torch", "numpy")):
+            names = {alias: qualname for alias, qualname in _CONVENTIONAL.items()}
+        for local, qualname in (names or {}).items():
+            if local not in ctx.scopes[-1].imports:
+                ctx.bind_import(local, qualname)
 
-    def _kind_of_annotation(self, annotation: ast.expr | None) -> str | None:
-        if annotation is None:
-            return None
-        qualname = self.ctx.qualname(annotation)
-        if qualname == "torch.optim.Optimizer":
-            return F.OPTIMIZER
-        if qualname == "torch.nn.Module":
-            return F.MODULE
-        return None
-
-    # -- regions -------------------------------------------------------------------
     def _class(self, node: ast.ClassDef) -> None:
         self.visit_all(node, [*node.decorator_list, *node.bases, *node.keywords])
         is_module = any(self.ctx.is_module_base(base) for base in node.bases)
+        self.ctx.scopes[-1].classes.add(node.name)
         if is_module:
             self.ctx.scopes[-1].module_classes.add(node.name)
-        self.ctx.classes.append((node, is_module))
+        frame = ClassFrame(node, is_module)
+        self.ctx.classes.append(frame)
         self.ctx.scopes.append(Scope("class"))
+        self.ctx.forget_values()
         self.visit_all(node, node.body)
         self.ctx.scopes.pop()
+        self.ctx.forget_values()
+        self.fire("leave_class", frame, node)
         self.ctx.classes.pop()
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -294,21 +349,33 @@ class _Pass:
             in_module_class=in_module_class,
             no_grad=no_grad,
         )
+        arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        function.params = tuple(arg.arg for arg in arguments)
+        if directly_in_class and ctx.classes:
+            function.target = ctx.project.own(f"{ctx.classes[-1].node.name}.{node.name}")
+        elif not ctx.functions:
+            function.target = ctx.project.own(node.name)
         scope = Scope("function")
-        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+        passed = ctx.project.parameter_values(function)
+        for arg in arguments:
             kind = self._kind_of_annotation(arg.annotation)
-            if kind is not None:
-                scope.kinds[arg.arg] = kind
+            if arg.arg in ctx.scopes[0].imports or any(arg.arg in s.imports for s in ctx.scopes):
+                scope.imports[arg.arg] = ""  # a parameter shadows an import of the same name
+            value = passed.get(arg.arg) or (None if kind is None else Value(kind))
+            if value is not None:
+                scope.values[arg.arg] = [Binding(value, ())]
         # A nested function's body does not run where it is defined: it starts
         # with no enclosing loop or no_grad of its own.
-        saved = (ctx.loops, ctx.no_grad_depth)
-        ctx.loops, ctx.no_grad_depth = [], int(no_grad)
+        saved = (ctx.loops, ctx.no_grad_depth, ctx.branch)
+        ctx.loops, ctx.no_grad_depth, ctx.branch = [], int(no_grad), ()
         ctx.functions.append(function)
         ctx.scopes.append(scope)
+        ctx.forget_values()
         self.visit_all(node, node.body)
         ctx.scopes.pop()
         ctx.functions.pop()
-        ctx.loops, ctx.no_grad_depth = saved
+        ctx.forget_values()
+        ctx.loops, ctx.no_grad_depth, ctx.branch = saved
         ctx.module.functions.append(function)
         self.fire("leave_function", function, node)
 
@@ -319,12 +386,22 @@ class _Pass:
         else:
             self.visit_all(node, [node.target, node.iter])
         loop = F.LoopFacts(
-            node=node, outer=ctx.loops[-1] if ctx.loops else None, function=ctx.function
+            node=node,
+            outer=ctx.loops[-1] if ctx.loops else None,
+            function=ctx.function,
+            branch=ctx.branch,
         )
+        if not isinstance(node, ast.While):
+            iterated = _iterated(node.iter)
+            loop.iterated = ctx.dotted(iterated)
+            loop.iterates = ctx.value_of(iterated)
         ctx.loops.append(loop)
+        saved_branch = ctx.branch
         self.visit_all(node, node.body)
         ctx.loops.pop()
+        ctx.branch = saved_branch
         self.visit_all(node, node.orelse)
+        ctx.branch = saved_branch
         (ctx.function.loops if ctx.function else ctx.module.loops).append(loop)
         self.fire("leave_loop", loop, node)
 
@@ -340,6 +417,9 @@ class _Pass:
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         ctx = self.ctx
         self.visit_all(node, node.items)
+        for item in node.items:
+            if item.optional_vars is not None:
+                self._bind_target(item.optional_vars, None, None)
         saved = ctx.no_grad_depth
         for item in node.items:
             kind = self._context_kind(item.context_expr)
@@ -347,30 +427,119 @@ class _Pass:
                 ctx.no_grad_depth += 1
             elif kind == "enable_grad":
                 ctx.no_grad_depth = 0
+        saved_branch = ctx.branch
         self.visit_all(node, node.body)
         ctx.no_grad_depth = saved
+        ctx.branch = saved_branch
 
     def _call(self, node: ast.Call) -> None:
         ctx = self.ctx
         func = node.func
-        method = receiver = receiver_kind = None
+        method = receiver = receiver_value = None
         if isinstance(func, ast.Attribute):
             method = func.attr
             receiver = ctx.dotted(func.value)
-            receiver_kind = ctx.kind_of(func.value)
+            receiver_value = ctx.value_of(func.value)
+        qualname = ctx.call_name(node)
+        callee_value = None
+        if isinstance(func, (ast.Name, ast.Attribute)) and (qualname is None or method):
+            callee_value = ctx.value_of(func)
         event = F.CallEvent(
             node=node,
-            qualname=ctx.call_name(node),
+            qualname=qualname,
             method=method,
             receiver=receiver,
-            receiver_kind=receiver_kind,
-            callee_kind=ctx.kind_of(func) if isinstance(func, (ast.Name, ast.Attribute)) else None,
+            receiver_value=receiver_value,
+            callee_value=callee_value,
             no_grad=ctx.in_no_grad,
             loop_depth=len(ctx.loops),
+            branch=ctx.branch,
+            target=ctx.project.call_target(ctx, node),
+            builds_model=builds_model(ctx, qualname),
         )
         ctx.module.calls.append(event)
+        self._note_load_use(event)
+        if (
+            method == "requires_grad_"
+            and isinstance(func, ast.Attribute)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value is False
+        ):
+            self._record_freeze(func.value, node)  # model.backbone.requires_grad_(False)
         if ctx.function is not None:
             ctx.function.calls.append(event)
         for loop in ctx.loops:
             loop.calls.append(event)
         self.children(node)
+
+    def _try(self, node: ast.Try) -> None:
+        """Each block of a ``try`` starts from the branch the ``try`` is on."""
+        ctx = self.ctx
+        saved = ctx.branch
+        for block in (node.body, node.handlers, node.orelse, node.finalbody):
+            self.visit_all(node, block)
+            ctx.branch = saved
+
+    def _if(self, node: ast.If) -> None:
+        """Each branch knows its condition: a fact bound under ``if c:`` is not
+        seen from ``else:``, and ``if c:`` twice means the same thing."""
+        ctx = self.ctx
+        self.visit_all(node, [node.test])
+        test, polarity = condition(ctx, node.test)
+        saved = ctx.branch
+        ctx.branch = (*saved, (test, polarity))
+        self.visit_all(node, node.body)
+        ctx.branch = (*saved, (test, not polarity))
+        self.visit_all(node, node.orelse)
+        # `if c: return` / `continue`: the rest of the block runs only when c is false.
+        body_ends, else_ends = _ends(node.body), _ends(node.orelse)
+        if body_ends and not else_ends:
+            ctx.branch = (*saved, (test, not polarity))
+        elif else_ends and not body_ends:
+            ctx.branch = (*saved, (test, polarity))
+        else:
+            ctx.branch = saved
+
+
+#: What a star import from an unindexed module most likely brought in.
+_CONVENTIONAL = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "optim": "torch.optim",
+    "np": "numpy",
+    "Variable": "torch.autograd.Variable",
+}
+
+
+def _ends(body: list[ast.stmt]) -> bool:
+    """A block that never falls through to the statement after it."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def condition(ctx: Context, test: ast.expr) -> tuple[str, bool]:
+    """(text, polarity) of an ``if`` test: ``not x`` is ``x`` false, ``x is None``
+    is ``x is not None`` false."""
+    polarity = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, polarity = test.operand, not polarity
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))
+    ):
+        text = ctx.text(test).replace(" is not ", " is ").replace(" != ", " == ")
+        return text, not polarity
+    return ctx.text(test), polarity
+
+
+def _iterated(expr: ast.expr) -> ast.expr:
+    """What a ``for`` loop walks: ``loader`` in ``enumerate(tqdm(loader))``."""
+    while isinstance(expr, ast.Call) and expr.args:
+        func = expr.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name not in {"enumerate", "tqdm", "iter", "zip", "progress_bar", "track"}:
+            break
+        expr = expr.args[0]
+    return expr

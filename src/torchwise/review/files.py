@@ -26,6 +26,13 @@ SKIPPED_DIRS = frozenset(
 )  # fmt: skip
 SUFFIXES = (".py", ".pyi", ".ipynb")
 _MAGIC = re.compile(r"^\s*[%!?]")
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+
+
+def is_test_module(path: str) -> bool:
+    """A test module by pytest's naming. Judged by the file's name, not its
+    folder: a whole checkout may live under a folder called tests/."""
+    return bool(_TEST_MODULE.search(path.replace("\\", "/")))
 
 
 @dataclass(frozen=True)
@@ -157,9 +164,14 @@ def _read_notebook(path: Path, raw: bytes) -> SourceFile:
         code_cell += 1
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
+        # IPython magics and shell escapes are not Python: keep their lines (so
+        # positions hold) but make them comments. A cell magic (%%bash) takes
+        # the whole cell; a line magic continues over lines ending in a backslash.
+        cell_magic = text.lstrip().startswith("%%")
+        continued = False
         for number, line in enumerate(text.splitlines(), start=1):
-            # IPython magics and shell escapes are not Python: keep the line
-            # (so positions hold) but make it a comment.
-            lines.append("#" + line if _MAGIC.match(line) else line)
+            magic = cell_magic or continued or bool(_MAGIC.match(line))
+            continued = magic and line.rstrip().endswith("\\")
+            lines.append("#" + line if magic else line)
             line_map.append((code_cell, number))
     return SourceFile(str(path), "\n".join(lines) + "\n", tuple(line_map))

@@ -1,6 +1,8 @@
 """The one table of review rules.
 
-A rule is a class in ``review/rules/<family>.py`` decorated with :func:`rule`.
+A rule is a class in ``review/rules/tw<code>.py`` (``TW101`` lives in
+``rules/tw101.py``, one rule per module) decorated with :func:`rule`; every such
+module is found on disk and imported, in code order.
 Its docstring is its user documentation (``torchwise rules TW101`` prints it)
 and must carry ruff's headings: ``## What it does``, ``## Why is this bad?``,
 ``## Example``, ``## Use instead``, and ``## Fix safety`` when it has a fix.
@@ -10,16 +12,19 @@ Handlers are methods named after what they subscribe to:
 - ``visit_<NodeType>(node, ctx)``: called during the engine's single AST pass
   for each node of that type (``visit_Call``, ``visit_Assign``, ...);
 - ``leave_loop(loop, ctx)``, ``leave_function(function, ctx)``,
-  ``leave_module(module, ctx)``: called when the pass leaves a region, with the
-  facts the engine collected inside it (see :mod:`torchwise.review.facts`).
+  ``leave_class(frame, ctx)``, ``leave_module(module, ctx)``: called when the
+  pass leaves a region, with the facts the engine collected inside it (see
+  :mod:`torchwise.review.facts`).
 
 Rules never walk the tree themselves.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,10 +44,31 @@ FAMILIES: dict[str, str] = {
     "checkpoints": "Checkpoints and reproducibility (TW6xx)",
 }
 
+#: What a real finding does to a project, most serious first: silently wrong
+#: results outrank a crash (which at least announces itself).
+IMPACTS: dict[str, str] = {
+    "results": "changes training or evaluation results",
+    "crash": "raises, or runs out of memory, on a reachable path",
+    "security": "can run code from an untrusted file",
+    "reproducibility": "makes runs unrepeatable",
+    "performance": "wastes compute or memory",
+    "maintenance": "deprecated or fragile: breaks on upgrade or refactor",
+}
+_FAMILY_IMPACT = {
+    "syntax": "crash",
+    "training": "results",
+    "modules": "results",
+    "numerics": "results",
+    "security": "security",
+    "performance": "performance",
+    "deprecated": "maintenance",
+    "checkpoints": "reproducibility",
+}
+
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
 FIX_HEADING = "## Fix safety"
 
-EVENTS = ("leave_loop", "leave_function", "leave_module")
+EVENTS = ("leave_loop", "leave_function", "leave_class", "leave_module")
 
 
 class Rule:
@@ -54,7 +80,12 @@ class Rule:
     severity: ClassVar[Severity]
     message: ClassVar[str]  # what is wrong; may use {placeholders} filled at report time
     default_enabled: ClassVar[bool] = True
+    #: False for rules about how a project trains: a test module's loops exercise
+    #: code with fixed data on purpose (see ``files.is_test_module``).
+    in_test_modules: ClassVar[bool] = True
     fix: ClassVar[Applicability | None] = None  # the best fix this rule can offer
+    #: What goes wrong when the finding is real (see IMPACTS); None: the family's default.
+    impact: ClassVar[str | None] = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,16 @@ class RuleInfo:
         return self.cls.fix
 
     @property
+    def impact(self) -> str:
+        """A key of IMPACTS: the rule's own, else its family's (deprecations that
+        raise on current versions are crashes)."""
+        if self.cls.impact is not None:
+            return self.cls.impact
+        if self.family == "deprecated" and self.severity is Severity.ERROR:
+            return "crash"
+        return _FAMILY_IMPACT.get(self.family, "results")
+
+    @property
     def doc(self) -> str:
         return inspect.cleandoc(self.cls.__doc__ or "")
 
@@ -110,34 +151,32 @@ class RuleInfo:
 
 _RULES: dict[str, RuleInfo] = {}
 
-# Import order is documentation order.
-_RULE_MODULES = (
-    "torchwise.review.rules.syntax",
-    "torchwise.review.rules.training",
-    "torchwise.review.rules.evaluation",
-    "torchwise.review.rules.amp",
-    "torchwise.review.rules.loading",
-    "torchwise.review.rules.modules",
-    "torchwise.review.rules.forward",
-    "torchwise.review.rules.layers",
-    "torchwise.review.rules.tensor_ops",
-    "torchwise.review.rules.performance",
-    "torchwise.review.rules.security",
-    "torchwise.review.rules.deprecated",
-    "torchwise.review.rules.deprecated_tensor",
-    "torchwise.review.rules.deprecated_moved",
-    "torchwise.review.rules.numerics",
-    "torchwise.review.rules.numerics_stable",
-    "torchwise.review.rules.checkpoints",
-)
+RULES_PACKAGE = "torchwise.review.rules"
+_RULE_MODULE = re.compile(r"tw\d{3}")
+
+
+def module_name(code: str) -> str:
+    """The module that defines rule ``code``: ``TW101`` -> ``torchwise.review.rules.tw101``."""
+    return f"{RULES_PACKAGE}.{code.lower()}"
+
+
+@functools.cache
+def _rule_modules() -> tuple[str, ...]:
+    """Every ``rules/tw###.py`` module, found on disk: a new rule needs no list entry."""
+    package = importlib.import_module(RULES_PACKAGE)
+    names = (info.name for info in pkgutil.iter_modules(package.__path__))
+    return tuple(sorted(module_name(name) for name in names if _RULE_MODULE.fullmatch(name)))
 
 
 def rule(cls: type[Rule]) -> type[Rule]:
     """Register a rule class (decorator)."""
     if not re.fullmatch(r"TW\d{3}", cls.code):
         raise ValueError(f"bad rule code {cls.code!r}")
-    if cls.code in _RULES:
+    known = _RULES.get(cls.code)
+    if known is not None and known.cls.__module__ != cls.__module__:
         raise ValueError(f"duplicate rule code {cls.code}")
+    if cls.__module__ != module_name(cls.code):
+        raise ValueError(f"{cls.code} must be defined in {module_name(cls.code)}")
     node_types = tuple(
         name.removeprefix("visit_") for name in dir(cls) if name.startswith("visit_")
     )
@@ -147,11 +186,19 @@ def rule(cls: type[Rule]) -> type[Rule]:
 
 
 def all_rules() -> dict[str, RuleInfo]:
-    """Every registered rule, by code, in code order."""
-    if not _RULES:
-        for module in _RULE_MODULES:
-            importlib.import_module(module)
+    """Every registered rule, by code, in code order.
+
+    Every rule module is imported each time it is asked (a no-op once imported),
+    so importing one rule module first cannot leave the others unregistered.
+    """
+    _import_rule_modules()
     return dict(sorted(_RULES.items()))
+
+
+@functools.cache
+def _import_rule_modules() -> None:
+    for module in _rule_modules():
+        importlib.import_module(module)
 
 
 def get_rule(code: str) -> RuleInfo | None:

@@ -1,9 +1,20 @@
-"""Review many files: discovery, caching, parallel workers, fixing.
+"""Review many files: discovery, the project index, caching, workers, fixing.
 
-The unit of work is one file: read it, analyse it, optionally fix it. Files
-are independent, so they fan out over ``jobs`` worker processes; results come
-back in path order. Unchanged files are answered from the content-hash cache
-(``.torchwise_cache/``) without being parsed again.
+Two passes, each once per file:
+
+1. the index pass: every file of the run is parsed and summarised
+   (:mod:`.summary`); the summaries are joined into a
+   :class:`~torchwise.review.project.ProjectIndex`, with the project files the
+   run's files import (summarised, not reviewed) and the torch version the
+   project declares;
+2. the rule pass: each file is analysed with the view of the index it can see.
+
+Both are cached in ``.torchwise_cache/``: an entry per file content holds its
+summary and its findings keyed by the digest of its view of the index, so an
+unchanged project is answered without parsing anything, and a change to one
+file re-runs the rules only where the index says it can matter. Files fan out
+over ``jobs`` worker processes when there are many; with one job, the trees of
+the index pass are kept for the rule pass instead of being parsed again.
 """
 
 from __future__ import annotations
@@ -11,16 +22,18 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import gc
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchwise import __version__
-from torchwise.review.engine import analyse_source
+from torchwise.review.declared import Declarations
+from torchwise.review.engine import analyse_source, parse
 from torchwise.review.files import SourceFile, discover, read_source
 from torchwise.review.findings import (
     Applicability,
@@ -30,11 +43,20 @@ from torchwise.review.findings import (
     finding_to_dict,
 )
 from torchwise.review.fixes import fix_source
+from torchwise.review.project import ProjectIndex, TorchRange
 from torchwise.review.settings import ReviewSettings
+from torchwise.review.summary import ModuleSummary, summarize_tree, unparsed
 
 CACHE_DIR_NAME = ".torchwise_cache"
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 16
+# With one job, parsed trees are kept from the index pass for the rule pass up
+# to this many lines of source (beyond it, memory matters more than a re-parse).
+_KEPT_TREE_LINES = 400_000
+# Project files imported by the run but not part of it: how many to index.
+_MAX_EXTRA_FILES = 400
+
+Progress = Callable[[int], None]
 
 
 @dataclass
@@ -51,6 +73,10 @@ class FileReport:
 @dataclass
 class ReviewReport:
     files: list[FileReport] = field(default_factory=list)
+    #: The project index the rules saw (None for a report read back from JSON).
+    index: ProjectIndex | None = field(default=None, repr=False, compare=False)
+    #: Files named explicitly but left out by ``exclude`` (with ``force_exclude``).
+    excluded: list[str] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -73,61 +99,314 @@ class FixMode:
     write: bool = True
 
 
+def select_files(
+    paths: Sequence[str | Path], settings: ReviewSettings, force_exclude: bool = False
+) -> tuple[list[Path], list[str]]:
+    """(files to review, explicitly named files left out by ``exclude``).
+
+    Directories are walked and ``exclude`` applies to what they contain. A file
+    named explicitly is reviewed even when ``exclude`` matches it, as ruff does;
+    with ``force_exclude`` (pre-commit hooks pass every changed file) it is left
+    out and reported back."""
+    explicit = {Path(p) for p in paths if Path(p).is_file()}
+    found = [path for path in discover(paths) if path not in explicit]
+    files = {path for path in found if not settings.is_excluded(str(path))}
+    excluded = []
+    for path in sorted(explicit):
+        if force_exclude and settings.is_excluded(str(path)):
+            excluded.append(str(path))
+        else:
+            files.add(path)
+    return sorted(files), excluded
+
+
 def review_paths(
     paths: Sequence[str | Path],
-    settings: ReviewSettings,
+    settings: ReviewSettings | None = None,
     *,
     fix: FixMode | None = None,
     jobs: int | None = None,
     cache_dir: Path | None = None,
+    force_exclude: bool = False,
+    progress: Progress | None = None,
 ) -> ReviewReport:
-    """Review every file under ``paths``; raises TorchwiseError for a missing path."""
-    files = [path for path in discover(paths) if not settings.is_excluded(str(path))]
-    explicit = {Path(p) for p in paths if Path(p).is_file()}
-    files = sorted(set(files) | {p for p in explicit if not settings.is_excluded(str(p))})
+    """Review every file under ``paths`` (default settings: the default rules).
+
+    Raises TorchwiseError for a path that does not exist. ``progress`` is called
+    with the number of files just finished, for a progress display."""
+    settings = settings or ReviewSettings()
+    files, excluded = select_files(paths, settings, force_exclude)
     cache = _Cache(cache_dir, settings) if cache_dir is not None and fix is None else None
-
-    reports: dict[str, FileReport] = {}
-    todo: list[str] = []
-    for path in files:
-        hit = cache.get(path) if cache else None
-        if hit is not None:
-            reports[str(path)] = hit
-        else:
-            todo.append(str(path))
-
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers > 1 and len(todo) >= _PARALLEL_THRESHOLD:
-        chunk = max(1, len(todo) // (workers * 4))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = pool.map(
-                _review_one, todo, [settings] * len(todo), [fix] * len(todo), chunksize=chunk
-            )
-            fresh = list(results)
-    else:
-        fresh = [_review_one(path, settings, fix) for path in todo]
-    for report in fresh:
-        reports[report.path] = report
-        if cache is not None:
-            cache.put(Path(report.path), report)
-    return ReviewReport([reports[str(path)] for path in files])
+    run = _Run(settings, cache, workers, progress)
+    reports = run.review([str(path) for path in files], fix)
+    return ReviewReport(reports, run.index, excluded)
+
+
+def review_text(
+    text: str,
+    path: str,
+    settings: ReviewSettings | None = None,
+    *,
+    fix: FixMode | None = None,
+) -> ReviewReport:
+    """Review source that is not (or not yet) on disk, as if it were at ``path``:
+    an editor's buffer sent on stdin. The project files it imports, found beside
+    ``path``, are indexed; nothing is written, even when fixing."""
+    settings = settings or ReviewSettings()
+    tree = parse(text, path)
+    if not isinstance(tree, ast.Module):
+        return ReviewReport([FileReport(path, [tree], text.count("\n"))])
+    summaries = {path: summarize_tree(tree, text, path)}
+    run = _Run(settings, None, 1, None)
+    summaries.update(run._extra_files(summaries))
+    index = ProjectIndex(summaries.values(), _torch_ranges(summaries))
+    enabled = settings.enabled_for(path)
+    view = index.view(path)
+    findings = analyse_source(text, path, enabled, settings, view=view, tree=tree)
+    report = FileReport(path, findings, text.count("\n"))
+    if fix is not None and any(f.fix for f in findings):
+
+        def analyse(candidate: str) -> list[Finding]:
+            return analyse_source(candidate, path, enabled, settings, view=view)
+
+        fixed, count = fix_source(text, analyse, fix.minimum)
+        if count and fixed != text:
+            report = FileReport(path, analyse(fixed), fixed.count("\n"), count, text, fixed)
+    return ReviewReport([report], index)
 
 
 def review_source(
     source: str, path: str = "<string>", settings: ReviewSettings | None = None
 ) -> list[Finding]:
-    """Review one piece of source text (the library entry point for tools and tests)."""
+    """Review one piece of source text (the library entry point for tools and tests).
+
+    The text is its own project: classes and functions it defines are indexed."""
     settings = settings or ReviewSettings()
     return analyse_source(source, path, settings.enabled_for(path), settings)
 
 
-def _review_one(path: str, settings: ReviewSettings, fix: FixMode | None) -> FileReport:
+class _Run:
+    """One review run: the index pass, then the rule pass, with the cache."""
+
+    def __init__(
+        self,
+        settings: ReviewSettings,
+        cache: _Cache | None,
+        workers: int,
+        progress: Progress | None,
+    ) -> None:
+        self.settings = settings
+        self.cache = cache
+        self.workers = workers
+        self.progress = progress
+        self.index: ProjectIndex | None = None
+        self.trees: dict[str, ast.Module] = {}
+
+    def review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
+        # Parsed trees are large, acyclic and long-lived: the cyclic garbage
+        # collector would scan them again and again (it tripled the parse time on
+        # timm). Frozen, they are left alone and still freed by reference counting.
+        try:
+            return self._review(paths, fix)
+        finally:
+            gc.unfreeze()
+
+    def _review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
+        entries = {path: self.cache.get(Path(path)) if self.cache else None for path in paths}
+        summaries = {path: e.summary for path, e in entries.items() if e is not None}
+        missing = [path for path in paths if path not in summaries]
+        summaries.update(self._summarise(missing, keep_trees=True))
+        summaries.update(self._extra_files(summaries))
+        self.index = index = ProjectIndex(summaries.values(), _torch_ranges(summaries))
+
+        reports: dict[str, FileReport] = {}
+        todo: list[tuple[str, str]] = []  # (path, view digest)
+        for path in paths:
+            digest = index.digest(path, self._fingerprint(path))
+            entry = entries.get(path)
+            found = None if entry is None else entry.findings.get(digest)
+            if found is not None and fix is None:
+                reports[path] = FileReport(path, found, entry.lines if entry else 0, cached=True)
+                self._advance(1)
+            else:
+                todo.append((path, digest))
+        for report, digest in self._analyse(todo, index, fix):
+            reports[report.path] = report
+            if self.cache is not None and fix is None:
+                self.cache.put(Path(report.path), summaries[report.path], digest, report)
+        return [reports[path] for path in paths]
+
+    # -- the index pass --------------------------------------------------------
+    def _summarise(self, paths: list[str], keep_trees: bool) -> dict[str, ModuleSummary]:
+        if self.workers > 1 and len(paths) >= _PARALLEL_THRESHOLD:
+            chunk = max(1, len(paths) // (self.workers * 4))
+            with ProcessPoolExecutor(max_workers=self.workers) as pool:
+                return dict(zip(paths, pool.map(_summary_of, paths, chunksize=chunk), strict=True))
+        summaries = {}
+        kept = 0
+        for path in paths:
+            tree, summary = _parse_and_summarise(path)
+            gc.freeze()
+            summaries[path] = summary
+            if keep_trees and tree is not None:
+                lines = getattr(tree.body[-1], "end_lineno", 0) if tree.body else 0
+                if kept + lines <= _KEPT_TREE_LINES:
+                    self.trees[path] = tree
+                    kept += lines
+        return summaries
+
+    def _extra_files(self, summaries: dict[str, ModuleSummary]) -> dict[str, ModuleSummary]:
+        """Project files the run imports without reviewing them (``review train.py``
+        still knows ``models.py``): found next to the importer, summarised only."""
+        extra: dict[str, ModuleSummary] = {}
+        pending = dict(summaries)
+        while pending and len(extra) < _MAX_EXTRA_FILES:
+            wanted: set[str] = set()
+            for path, summary in pending.items():
+                for written in [*summary.imports.values(), *summary.star_imports]:
+                    found = _local_module(written, path)
+                    if found is None or found in summaries or found in extra:
+                        continue
+                    if not self.settings.is_excluded(found):
+                        wanted.add(found)
+            found_now = self._summarise(sorted(wanted)[: _MAX_EXTRA_FILES - len(extra)], False)
+            extra.update(found_now)
+            pending = found_now
+            summaries = {**summaries, **found_now}
+        return extra
+
+    # -- the rule pass -----------------------------------------------------------
+    def _analyse(
+        self, todo: list[tuple[str, str]], index: ProjectIndex, fix: FixMode | None
+    ) -> Iterable[tuple[FileReport, str]]:
+        if self.workers > 1 and len(todo) >= _PARALLEL_THRESHOLD:
+            paths = [path for path, _ in todo]
+            chunk = max(1, len(paths) // (self.workers * 4))
+            with ProcessPoolExecutor(
+                max_workers=self.workers,
+                initializer=_init_worker,
+                initargs=(list(index.summaries.values()), index.torch_ranges, self.settings),
+            ) as pool:
+                for (_, digest), report in zip(
+                    todo,
+                    pool.map(_review_in_worker, paths, [fix] * len(paths), chunksize=chunk),
+                    strict=True,
+                ):
+                    self._advance(1)
+                    yield report, digest
+            return
+        for path, digest in todo:
+            tree = self.trees.pop(path, None)
+            if tree is None:
+                tree = _parse_tree(path)
+                gc.freeze()
+            report = _review_one(path, self.settings, fix, index, tree)
+            self._advance(1)
+            yield report, digest
+
+    def _fingerprint(self, path: str) -> str:
+        enabled = ",".join(sorted(self.settings.enabled_for(path)))
+        return f"{enabled}|{self.settings.min_torch_version}"
+
+    def _advance(self, count: int) -> None:
+        if self.progress is not None:
+            self.progress(count)
+
+
+def _parse_and_summarise(path: str) -> tuple[ast.Module | None, ModuleSummary]:
+    try:
+        source_file = read_source(Path(path))
+    except ValueError:
+        return None, unparsed(path)
+    tree = parse(source_file.source, path)
+    if not isinstance(tree, ast.Module):
+        return None, unparsed(path, source_file.source)
+    return tree, summarize_tree(tree, source_file.source, path)
+
+
+def _parse_tree(path: str) -> ast.Module | None:
+    try:
+        parsed = parse(read_source(Path(path)).source, path)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, ast.Module) else None
+
+
+def _summary_of(path: str) -> ModuleSummary:
+    return _parse_and_summarise(path)[1]
+
+
+def _local_module(written: str, importer: str) -> str | None:
+    """The file a project import names, looked for beside the importer (and, for
+    a package, beside its top package), as Python's path would find it."""
+    if written.startswith("<") or written.split(".", 1)[0] in {"torch", "numpy", "torchvision"}:
+        return None
+    here = Path(importer).parent
+    if written.startswith("."):
+        level = len(written) - len(written.lstrip("."))
+        base = here
+        for _ in range(level - 1):
+            base = base.parent
+        parts = [p for p in written[level:].split(".") if p]
+        roots = [base]
+    else:
+        parts = written.split(".")
+        top = here
+        while (top / "__init__.py").exists() and top.parent != top:
+            top = top.parent
+        roots = [here] if top == here else [here, top]
+    for root in roots:
+        for length in range(len(parts), 0, -1):
+            stem = root.joinpath(*parts[:length])
+            for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
+                if candidate.is_file():
+                    return str(candidate)
+    return None
+
+
+def _torch_ranges(summaries: dict[str, ModuleSummary]) -> dict[str, TorchRange]:
+    declarations = Declarations()
+    ranges: dict[str, TorchRange] = {}
+    for directory in {str(Path(path).parent) for path in summaries}:
+        found = declarations.nearest(Path(directory))
+        if found is not None:
+            ranges[directory] = found[1]
+    return ranges
+
+
+# -- workers -----------------------------------------------------------------------
+_WORKER: dict[str, object] = {}
+
+
+def _init_worker(
+    summaries: list[ModuleSummary], ranges: dict[str, TorchRange], settings: ReviewSettings
+) -> None:
+    _WORKER["index"] = ProjectIndex(summaries, ranges)
+    _WORKER["settings"] = settings
+
+
+def _review_in_worker(path: str, fix: FixMode | None) -> FileReport:
+    index = _WORKER["index"]
+    settings = _WORKER["settings"]
+    assert isinstance(index, ProjectIndex) and isinstance(settings, ReviewSettings)
+    return _review_one(path, settings, fix, index, None)
+
+
+def _review_one(
+    path: str,
+    settings: ReviewSettings,
+    fix: FixMode | None,
+    index: ProjectIndex,
+    tree: ast.Module | None,
+) -> FileReport:
     try:
         source_file = read_source(Path(path))
     except ValueError as exc:
         return FileReport(path, [_unreadable(path, str(exc))])
     enabled = settings.enabled_for(path)
-    findings = analyse_source(source_file.source, path, enabled, settings)
+    view = index.view(path)
+    findings = analyse_source(source_file.source, path, enabled, settings, view=view, tree=tree)
     lines = source_file.source.count("\n")
     if source_file.is_notebook:
         return FileReport(path, _map_cells(findings, source_file), lines)
@@ -136,7 +415,7 @@ def _review_one(path: str, settings: ReviewSettings, fix: FixMode | None) -> Fil
         return report  # nothing to fix, or a file we never touch (it does not parse)
 
     def analyse(text: str) -> list[Finding]:
-        return analyse_source(text, path, enabled, settings)
+        return analyse_source(text, path, enabled, settings, view=view)
 
     fixed, count = fix_source(source_file.source, analyse, fix.minimum)
     if count and fixed != source_file.source:
@@ -163,42 +442,57 @@ def _map_cells(findings: Iterable[Finding], source_file: SourceFile) -> list[Fin
     return mapped
 
 
+# -- the cache -----------------------------------------------------------------------
+@dataclass
+class _Entry:
+    summary: ModuleSummary
+    lines: int
+    findings: dict[str, list[Finding]]  # view digest -> findings
+
+
 class _Cache:
-    """Findings by (content hash, rules, settings): a changed file or rule set misses."""
+    """One entry per file content: its summary, and its findings by view digest."""
+
+    _MAX_VIEWS = 4  # findings kept per entry (rule sets or project states)
 
     def __init__(self, directory: Path, settings: ReviewSettings) -> None:
         self.directory = directory / "review"
         self.settings = settings
-        self.salt = hashlib.sha256(
-            f"{__version__}|{_engine_fingerprint()}|{settings.min_torch_version}".encode()
-        ).hexdigest()
+        self.salt = hashlib.sha256(f"{__version__}|{_engine_fingerprint()}".encode()).hexdigest()
 
     def _key(self, path: Path, data: bytes) -> Path:
-        enabled = ",".join(sorted(self.settings.enabled_for(str(path))))
         digest = hashlib.sha256()
-        for part in (self.salt.encode(), str(path).encode(), enabled.encode(), data):
+        for part in (self.salt.encode(), str(path).encode(), data):
             digest.update(part)
             digest.update(b"\0")
         name = digest.hexdigest()
         return self.directory / name[:2] / f"{name}.json"
 
-    def get(self, path: Path) -> FileReport | None:
+    def get(self, path: Path) -> _Entry | None:
         try:
-            entry = self._key(path, path.read_bytes())
-            stored = json.loads(entry.read_text(encoding="utf-8"))
-            findings = [finding_from_dict(item) for item in stored["findings"]]
-            return FileReport(str(path), findings, int(stored["lines"]), cached=True)
+            stored = json.loads(self._key(path, path.read_bytes()).read_text(encoding="utf-8"))
+            return _Entry(
+                ModuleSummary.from_json(stored["summary"]),
+                int(stored["lines"]),
+                {
+                    key: [finding_from_dict(item) for item in items]
+                    for key, items in stored["findings"].items()
+                },
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, path: Path, report: FileReport) -> None:
+    def put(self, path: Path, summary: ModuleSummary, digest: str, report: FileReport) -> None:
         try:
             entry = self._key(path, path.read_bytes())
+            try:
+                stored = json.loads(entry.read_text(encoding="utf-8"))
+                findings = dict(list(stored["findings"].items())[-(self._MAX_VIEWS - 1) :])
+            except (OSError, ValueError, KeyError, TypeError):
+                findings = {}
+            findings[digest] = [finding_to_dict(f) for f in report.findings]
+            payload = {"summary": summary.to_json(), "lines": report.lines, "findings": findings}
             entry.parent.mkdir(parents=True, exist_ok=True)
-            payload = {
-                "lines": report.lines,
-                "findings": [finding_to_dict(f) for f in report.findings],
-            }
             temporary = entry.with_suffix(f".{os.getpid()}.tmp")
             temporary.write_text(json.dumps(payload), encoding="utf-8")
             temporary.replace(entry)

@@ -9,6 +9,7 @@ Configuration keys (dashes or underscores)::
     per-file-ignores = { "tests/*" = ["TW301"] }
     exclude = ["legacy/*"]              # paths (globs) never reviewed
     min-torch-version = "2.4"           # the oldest torch the code must run on
+                                        # (default: what the project declares, else 2.4)
 
 Command-line flags override the file: ``--select`` replaces ``select``, and
 ``--ignore``/``--extend-select`` add to the configured lists.
@@ -36,7 +37,9 @@ class ReviewSettings:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
-    min_torch_version: tuple[int, int] = DEFAULT_MIN_TORCH
+    #: None: the minimum the project declares (pyproject.toml, requirements*.txt,
+    #: setup.cfg, setup.py), else DEFAULT_MIN_TORCH.
+    min_torch_version: tuple[int, int] | None = None
     root: Path | None = None  # where relative globs are anchored
     enabled: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -129,6 +132,6 @@ def build_settings(
             for pattern, codes in per_file.items()
         ),
         exclude=_string_list(config, "exclude") or (),
-        min_torch_version=parse_version(str(version_text)) if version_text else DEFAULT_MIN_TORCH,
+        min_torch_version=parse_version(str(version_text)) if version_text else None,
         root=config.root,
     )

@@ -143,6 +143,13 @@ def config_fields(config_cls: type) -> set[str]:
     if dataclasses.is_dataclass(config_cls):
         fields |= {f.name for f in dataclasses.fields(config_cls)}
     fields |= set(getattr(config_cls, "attribute_map", {}) or {})
+    # settable properties: num_labels sets id2label/label2id
+    fields |= {
+        name
+        for name in dir(config_cls)
+        if isinstance(getattr(config_cls, name, None), property)
+        and getattr(config_cls, name).fset is not None
+    }
     if with_kwargs or not fields:
         with contextlib.suppress(Exception):  # a config that needs arguments: keep the signature
             fields |= set(config_cls().to_dict())

@@ -19,6 +19,9 @@ class RenderOptions:
     color: bool = False
     show_fixes: bool = True  # mention available fixes in text output
     statistics: bool = True  # the per-code summary after text output
+    #: Models the project names in [tool.torchwise.models] (name -> target), which
+    #: the written review's testing recommendations use first.
+    models: tuple[tuple[str, str], ...] = ()
 
 
 class _Renderer(Protocol):

@@ -1,16 +1,19 @@
 """``--format markdown``: the review a senior PyTorch engineer would write.
 
-Sections: a summary (files, lines, counts), critical issues (every error, with
-the code excerpt), performance, best practices (warnings and hints grouped by
-family, each with why it matters and the fix), what the code already does well
-(good practices found in the source, see :mod:`torchwise.review.praise`), and
-testing recommendations (the ``torchwise doctor`` checks that would catch the
-flagged bug classes at run time).
+One entry per problem (a rule), with every place it occurs, ordered by impact:
+what silently changes results first, then what crashes, what is unsafe, what
+makes runs unrepeatable, what is slow, what is merely deprecated. Each problem
+says once why it matters and what to write instead. Then what the code already
+does well (never a line that is also flagged), and how to check the findings at
+run time on the project's own model (a resolved ``file.py:Class``, its input
+inferred from its first layer) with the ``torchwise doctor`` checks that match.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise.review.files import SourceFile, read_source
@@ -18,87 +21,134 @@ from torchwise.review.findings import Applicability, Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.output.sarif import rule_url
 from torchwise.review.praise import SIGNALS, collect_praise
-from torchwise.review.registry import FAMILIES, RuleInfo, get_rule, section
+from torchwise.review.project import ClassModel, ProjectIndex
+from torchwise.review.registry import IMPACTS, RuleInfo, get_rule, section
 from torchwise.review.runner import ReviewReport
 
-MAX_EXCERPTS = 25  # critical issues shown with code; the rest are listed
-MAX_LOCATIONS = 8  # locations listed per rule before "and N more"
+MAX_EXCERPTS = 25  # problems shown with code; the rest are listed
+MAX_LOCATIONS = 8  # places listed per problem before "and N more"
 
-#: (code prefixes, doctor checks, what they catch): derived from the findings.
-TESTING: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
-    (("TW101", "TW102", "TW103", "TW107", "TW120", "TW126"), ("param-update", "overfit-batch"),
+#: Run-time checks of `torchwise doctor` that catch each kind of finding, by code
+#: prefix, with what they verify.
+CHECKS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    (("TW101", "TW102", "TW103", "TW107", "TW118", "TW119", "TW142", "TW120"),
+     ("param-update", "overfit-batch"),
      "every parameter changes after one optimizer step and the model can overfit one batch"),
-    (("TW104", "TW105", "TW133"), ("eval-determinism", "train-eval-gap"),
-     "evaluation is deterministic and dropout/batch-norm switch modes as intended"),
-    (("TW108", "TW125", "TW131", "TW113"), ("grad-flow",),
+    (("TW104", "TW105", "TW116", "TW133", "TW135", "TW138"),
+     ("eval-determinism", "train-eval-gap"),
+     "evaluation is deterministic and dropout and batch norm switch modes as intended"),
+    (("TW108", "TW117", "TW125", "TW131", "TW113"), ("grad-flow",),
      "every parameter receives a finite, non-zero gradient"),
     (("TW129",), ("batch-independence",),
-     "a sample's output does not depend on the other samples of the batch"),
+     "a sample's output does not depend on the other samples of its batch"),
     (("TW109", "TW110"), ("grad-scale", "amp-drift"),
      "mixed precision keeps gradients finite and outputs close to float32"),
-    (("TW127", "TW5"), ("init-loss", "nan-inf"),
+    (("TW127", "TW139", "TW5"), ("init-loss", "nan-inf"),
      "the loss at initialisation is near its expected value and nothing overflows"),
-    (("TW121", "TW140", "TW206", "TW2"), ("device-consistency",),
+    (("TW121", "TW122", "TW126", "TW140", "TW206"), ("device-consistency",),
      "every buffer and created tensor follows the model to its device"),
-    (("TW6",), ("determinism",),
-     "two seeded runs give the same results"),
+    (("TW6",), ("determinism",), "two seeded runs give the same results"),
 )  # fmt: skip
+
+_IMPACT_ORDER = {impact: rank for rank, impact in enumerate(IMPACTS)}
+
+
+@dataclass
+class Problem:
+    """Every finding of one rule: one entry of the review."""
+
+    code: str
+    info: RuleInfo | None
+    findings: list[Finding]
+
+    @property
+    def severity(self) -> Severity:
+        return self.findings[0].severity
+
+    @property
+    def impact(self) -> str:
+        return self.info.impact if self.info else "results"
+
+    def sort_key(self) -> tuple[int, int, int, str]:
+        return (
+            self.severity.rank,
+            _IMPACT_ORDER.get(self.impact, len(_IMPACT_ORDER)),
+            -len(self.findings),
+            self.code,
+        )
+
+
+def problems(findings: list[Finding]) -> list[Problem]:
+    by_code: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        by_code[finding.code].append(finding)
+    found = [Problem(code, get_rule(code), group) for code, group in by_code.items()]
+    return sorted(found, key=Problem.sort_key)
 
 
 def render(report: ReviewReport, options: RenderOptions) -> str:
-    findings = report.findings
     sources = _Sources()
+    found = problems(report.findings)
     out: list[str] = ["# torchwise review", ""]
-    out += _summary(report)
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    performance = [f for f in findings if f not in errors and _family(f) == "performance"]
-    practices = [f for f in findings if f not in errors and f not in performance]
+    out += _summary(report, found)
+    errors = [p for p in found if p.severity is Severity.ERROR]
+    warnings = [p for p in found if p.severity is Severity.WARNING]
+    hints = [p for p in found if p.severity is Severity.INFO]
 
     out += ["## Critical issues", ""]
     if not errors:
         out += ["None: no finding is an almost-certain bug.", ""]
-    for number, finding in enumerate(errors, start=1):
+    for number, problem in enumerate(errors, start=1):
         if number > MAX_EXCERPTS:
             rest = errors[MAX_EXCERPTS:]
             out += [f"And {len(rest)} more:", ""]
-            out += [f"- `{f.location}` **{f.code}** {f.message}" for f in rest] + [""]
+            out += [f"- **{p.code}** {_name(p)}: {len(p.findings)} places" for p in rest] + [""]
             break
-        out += _critical(number, finding, sources)
+        out += _problem(f"### {number}.", problem, sources, excerpt=True)
 
+    bugs = [p for p in warnings if p.impact not in {"performance", "maintenance"}]
+    out += ["## Likely bugs and traps", ""]
+    if not bugs:
+        out += ["None beyond the critical issues.", ""]
+    for problem in bugs:
+        out += _problem("###", problem, sources, excerpt=True)
+    slow = [p for p in warnings if p.impact == "performance"]
     out += ["## Performance", ""]
-    out += _grouped(performance) if performance else ["No performance findings.", ""]
-    out += ["## Best practices", ""]
-    if not practices:
-        out += ["No warnings or hints beyond the issues above.", ""]
-    by_family: dict[str, list[Finding]] = defaultdict(list)
-    for finding in practices:
-        by_family[_family(finding)].append(finding)
-    for family in [*FAMILIES, "other"]:
-        if by_family.get(family):
-            out += [f"### {FAMILIES.get(family, 'Other')}", "", *_grouped(by_family[family])]
+    if not slow:
+        out += ["No performance findings.", ""]
+    for problem in slow:
+        out += _problem("###", problem, sources, excerpt=False)
+    dated = [p for p in warnings if p.impact == "maintenance"]
+    if dated:
+        out += ["## Deprecated and fragile code", ""]
+        for problem in dated:
+            out += _problem("###", problem, sources, excerpt=False)
+    if hints:
+        out += ["## Hints", ""]
+        for problem in hints:
+            out += _problem("###", problem, sources, excerpt=False)
 
     out += ["## What the code already does well", ""]
-    out += _praise(report, findings, sources)
+    out += _praise(report, sources)
     out += ["## Testing recommendations", ""]
-    out += _testing(findings)
+    out += _testing(report, found, options.models)
     return "\n".join(out).rstrip() + "\n"
 
 
-def _summary(report: ReviewReport) -> list[str]:
+def _summary(report: ReviewReport, found: list[Problem]) -> list[str]:
     findings = report.findings
     files = len(report.files)
     severities = Counter(f.severity for f in findings)
+    counts = ", ".join(
+        f"{severities[level]} {level.value}{'s' * (severities[level] != 1)}"
+        for level in Severity
+        if severities[level]
+    )
     lines = [
         f"Reviewed **{files} file{'s' * (files != 1)}** ({report.lines:,} lines): "
         f"**{len(findings)} finding{'s' * (len(findings) != 1)}**"
         + (
-            " ("
-            + ", ".join(
-                f"{severities[level]} {level.value}{'s' * (severities[level] != 1)}"
-                for level in Severity
-                if severities[level]
-            )
-            + ")."
+            f" ({counts}) in **{len(found)} problem{'s' * (len(found) != 1)}**."
             if findings
             else "."
         ),
@@ -106,13 +156,15 @@ def _summary(report: ReviewReport) -> list[str]:
     ]
     if not findings:
         return lines
-    lines += ["| code | rule | severity | count | fix |", "|---|---|---|---:|---|"]
-    for code, count in sorted(Counter(f.code for f in findings).items()):
-        info = get_rule(code)
+    lines += ["| code | rule | severity | impact | places | fix |", "|---|---|---|---|---:|---|"]
+    for problem in found:
+        info = problem.info
         name = f"[{info.name}]({rule_url(info)})" if info else ""
         fix = info.fix.value if info and info.fix else ""
-        severity = info.severity.value if info else ""
-        lines.append(f"| {code} | {name} | {severity} | {count} | {fix} |")
+        lines.append(
+            f"| {problem.code} | {name} | {problem.severity.value} | {problem.impact} "
+            f"| {len(problem.findings)} | {fix} |"
+        )
     safe = sum(1 for f in findings if f.fix and f.fix.applicability is Applicability.SAFE)
     unsafe = sum(1 for f in findings if f.fix and f.fix.applicability is Applicability.UNSAFE)
     lines.append("")
@@ -123,20 +175,32 @@ def _summary(report: ReviewReport) -> list[str]:
     return lines
 
 
-def _critical(number: int, finding: Finding, sources: _Sources) -> list[str]:
-    info = get_rule(finding.code)
-    name = info.name if info else ""
-    out = [
-        f"### {number}. `{finding.code}` {name}: `{finding.location}`",
-        "",
-        finding.message + ".",
-        "",
-    ]
-    excerpt = sources.excerpt(finding)
+def _name(problem: Problem) -> str:
+    return problem.info.name if problem.info else ""
+
+
+def _problem(heading: str, problem: Problem, sources: _Sources, *, excerpt: bool) -> list[str]:
+    findings = problem.findings
+    places = len(findings)
+    where = f"`{findings[0].location}`" if places == 1 else f"{places} places"
+    out = [f"{heading} `{problem.code}` {_name(problem)}: {where}", ""]
+    messages = {f.message for f in findings}
+    if len(messages) == 1:
+        out += [findings[0].message + ".", ""]
+    if places > 1:
+        for finding in findings[:MAX_LOCATIONS]:
+            detail = "" if len(messages) == 1 else f": {finding.message}"
+            out.append(f"- `{finding.location}`{detail}")
+        if places > MAX_LOCATIONS:
+            out.append(f"- and {places - MAX_LOCATIONS} more")
+        out.append("")
     if excerpt:
-        out += ["```python", *excerpt, "```", ""]
-    if info is not None:
-        out += _why_and_fix(info, finding)
+        shown = sources.excerpt(findings[0])
+        if shown:
+            out += ["```python", *shown, "```", ""]
+    if problem.info is not None:
+        fixable = next((f for f in findings if f.fix is not None), None)
+        out += _why_and_fix(problem.info, fixable)
     return out
 
 
@@ -145,7 +209,8 @@ def _why_and_fix(info: RuleInfo, finding: Finding | None) -> list[str]:
     out = [f"**Why it matters.** {why}", ""] if why else []
     if finding is not None and finding.fix is not None:
         kind = "safe" if finding.fix.applicability is Applicability.SAFE else "unsafe"
-        out += [f"**Fix** ({kind}, `torchwise review --fix`): {finding.fix.title}.", ""]
+        flag = "--fix" if kind == "safe" else "--fix --unsafe-fixes"
+        out += [f"**Fix** ({kind}, `torchwise review {flag}`): {finding.fix.title}.", ""]
     better = info.use_instead().rstrip()
     if better:
         out += ["**Instead:**", "", "```python", better, "```", ""]
@@ -153,35 +218,19 @@ def _why_and_fix(info: RuleInfo, finding: Finding | None) -> list[str]:
     return out
 
 
-def _grouped(findings: list[Finding]) -> list[str]:
-    out: list[str] = []
-    by_code: dict[str, list[Finding]] = defaultdict(list)
-    for finding in findings:
-        by_code[finding.code].append(finding)
-    for code, group in sorted(by_code.items()):
-        info = get_rule(code)
-        name = info.name if info else ""
-        out += [f"#### `{code}` {name} ({len(group)})", ""]
-        for finding in group[:MAX_LOCATIONS]:
-            out.append(f"- `{finding.location}`: {finding.message}")
-        if len(group) > MAX_LOCATIONS:
-            out.append(f"- and {len(group) - MAX_LOCATIONS} more")
-        out.append("")
-        if info is not None:
-            fixable = next((f for f in group if f.fix is not None), None)
-            out += _why_and_fix(info, fixable)
-    return out
-
-
-def _praise(report: ReviewReport, findings: list[Finding], sources: _Sources) -> list[str]:
-    present = {f.code for f in findings}
+def _praise(report: ReviewReport, sources: _Sources) -> list[str]:
+    present = {f.code for f in report.findings}
+    flagged = {(f.path, f.line) for f in report.findings}
     where: dict[str, list[str]] = defaultdict(list)
     for file in report.files:
         source = sources.get(file.path)
         if source is None:
             continue
         for key, lines in collect_praise(source.source, file.path).lines.items():
-            where[key] += [_place(source, line) for line in lines]
+            # Never praise a line that is also flagged.
+            where[key] += [
+                _place(source, line) for line in lines if (file.path, line) not in flagged
+            ]
     out = []
     for key, signal in SIGNALS.items():
         places = where.get(key)
@@ -198,30 +247,168 @@ def _praise(report: ReviewReport, findings: list[Finding], sources: _Sources) ->
     return [*out, ""]
 
 
-def _testing(findings: list[Finding]) -> list[str]:
-    present = sorted({f.code for f in findings})
-    out = []
-    for prefixes, checks, what in TESTING:
-        codes = [code for code in present if code.startswith(prefixes)]
-        if not codes:
-            continue
-        flagged = ", ".join(codes)
-        out += [
-            f"- Findings {flagged}: run `torchwise doctor path/to/model.py:Model --input "
-            f'"f32[8,...]" --checks {",".join(checks)}` to check at run time that {what}.',
-        ]
-    if not out:
-        return [
-            "No finding points at a run-time failure mode. `torchwise doctor` still checks "
-            "gradient flow, batch independence and evaluation determinism of a model in seconds.",
+def _testing(
+    report: ReviewReport, found: list[Problem], models: tuple[tuple[str, str], ...]
+) -> list[str]:
+    codes = sorted(problem.code for problem in found)
+    checks: list[tuple[list[str], tuple[str, ...], str]] = []
+    for prefixes, ids, what in CHECKS:
+        matched = [code for code in codes if code.startswith(prefixes)]
+        if matched:
+            checks.append((matched, ids, what))
+    target = (models[0][0], f" (`{models[0][1]}` in [tool.torchwise.models])") if models else None
+    target = target or _target(report)
+    if target is None:
+        if not checks:
+            return [
+                "No finding points at a run-time failure mode, and no `nn.Module` of the "
+                "project was found to test.",
+                "",
+            ]
+        out = [
+            "No `nn.Module` class of the project could be resolved to test; with your model:",
             "",
         ]
-    return [*out, ""]
+        for matched, ids, what in checks:
+            out.append(
+                f"- {', '.join(matched)}: `torchwise doctor <file.py>:<Model> --input <spec> "
+                f"--checks {','.join(ids)}` checks at run time that {what}."
+            )
+        return [*out, ""]
+    command, note = target
+    out = [f"The project's model: `{command}`{note}.", ""]
+    if not checks:
+        out += [
+            "No finding points at a specific run-time failure mode; the full health check "
+            "(gradient flow, batch independence, evaluation determinism, ...) runs in seconds:",
+            "",
+            "```bash",
+            f"torchwise doctor {command}",
+            "```",
+            "",
+        ]
+        return out
+    for matched, ids, what in checks:
+        out += [
+            f"- **{', '.join(matched)}**: check that {what}:",
+            "",
+            "  ```bash",
+            f"  torchwise doctor {command} --checks {','.join(ids)}",
+            "  ```",
+            "",
+        ]
+    return out
 
 
-def _family(finding: Finding) -> str:
-    info = get_rule(finding.code)
-    return info.family if info is not None else "other"
+def _target(report: ReviewReport) -> tuple[str, str] | None:
+    """``file.py:Class --input 'spec'`` for the project's main model, and a note."""
+    index = report.index
+    if index is None:
+        return None
+    reviewed = {file.path for file in report.files}
+    candidates = _model_classes(index, reviewed)
+    parts = _parts(index, candidates)
+    whole = [model for model in candidates if model.id not in parts] or candidates
+    if not whole:
+        return None
+    built = _instantiations(index)
+    model = max(
+        whole, key=lambda m: (built.get(m.id, 0), m.fact.init_required == 0, len(m.fact.layers))
+    )
+    path, _, name = model.id.partition("::")
+    command = f"{_relative(path)}:{name}"
+    note = ""
+    spec = input_spec(_first_layer(index, model))
+    if spec is not None:
+        command += f" --input '{spec}'"
+    else:
+        note = " (give its input with `--input`: its first layer does not say)"
+    if model.fact.init_required:
+        note += f" ({name}() takes arguments: add `--init-kwargs` or `--build`)"
+    return command, note
+
+
+def _model_classes(index: ProjectIndex, reviewed: set[str]) -> list[ClassModel]:
+    found = []
+    for path in sorted(reviewed):
+        summary = index.summaries.get(path)
+        if summary is None:
+            continue
+        for name in summary.classes:
+            model = index.klass(f"{path}::{name}")
+            if model is not None and model.is_module and model.fact.layers:
+                found.append(model)
+    return found
+
+
+def _parts(index: ProjectIndex, models: list[ClassModel]) -> set[str]:
+    """Classes the others are built from (blocks, heads): not the model to test."""
+    found = set()
+    for model in models:
+        path = model.id.partition("::")[0]
+        for layer in model.fact.layers:
+            resolved = index.resolve(layer, path)
+            if resolved is not None and resolved != model.id:
+                found.add(resolved)
+    return found
+
+
+def _first_layer(index: ProjectIndex, model: ClassModel) -> list[str | int]:
+    """The model's first input layer; through a part of the project's own
+    (``ConvBlock(3, 32)`` whose first layer is a ``Conv2d``), with the part's arguments."""
+    first = list(model.fact.first_layer)
+    if first and not str(first[0]).startswith("torch.nn."):
+        path = model.id.partition("::")[0]
+        resolved = index.resolve(str(first[0]), path)
+        part = None if resolved is None else index.klass(resolved)
+        if part is not None and part.fact.first_layer:
+            return [part.fact.first_layer[0], *first[1:]]
+        return []
+    return first
+
+
+def _instantiations(index: ProjectIndex) -> Counter[str]:
+    """How often the project builds each class (calls to its constructor)."""
+    count: Counter[str] = Counter()
+    for path, summary in index.summaries.items():
+        for fact in summary.functions.values():
+            for call in fact.calls:
+                target = index.ref_target(call.ref, path, fact.class_name)
+                if target is not None and target.endswith(".__init__"):
+                    count[target.removesuffix(".__init__")] += 1
+    return count
+
+
+def input_spec(first_layer: list[str | int]) -> str | None:
+    """An example input for a model from its first layer: `f32[batch=8,3,32,32]`."""
+    if not first_layer:
+        return None
+    layer, numbers = str(first_layer[0]), [n for n in first_layer[1:] if isinstance(n, int)]
+    size = numbers[0] if numbers else None
+    if size is None:
+        return None
+    kind = layer.rsplit(".", 1)[-1]
+    if kind == "Conv2d":
+        side = 28 if size == 1 else 32
+        return f"f32[batch=8,{size},{side},{side}]"
+    if kind == "Conv1d":
+        return f"f32[batch=8,{size},128]"
+    if kind == "Conv3d":
+        return f"f32[batch=8,{size},8,32,32]"
+    if kind == "Linear":
+        return f"f32[batch=8,{size}]"
+    if kind == "Embedding":
+        return f"i64[batch=8,seq=32]<{size}"
+    if kind in {"LSTM", "GRU", "RNN"}:
+        return f"f32[16,batch=8,{size}]"  # (seq, batch, features): batch_first is off by default
+    return None
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
 
 
 def _first_sentences(text: str, count: int = 2) -> str:

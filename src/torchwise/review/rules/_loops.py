@@ -9,54 +9,32 @@ Loop depths count from the enclosing function (the engine resets them there).
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable, Iterator
 
 from torchwise.review import facts as F
-from torchwise.review.rules._util import is_false
+from torchwise.review.context import Context
+from torchwise.review.effects import (
+    PREDICATES,
+    is_backward,
+    is_eval,
+    is_model_call,
+    is_optimizer_step,
+    is_scheduler_step,
+    is_tensor_backward,
+    is_train,
+    is_zero_grad,
+)
 
-_FRAMEWORK_RECEIVERS = re.compile(r"(^|\.)(accelerator|fabric|trainer|engine|deepspeed\w*|self)$")
-
-
-def is_backward(call: F.CallEvent) -> bool:
-    return call.method == "backward" or call.qualname == "torch.autograd.backward"
-
-
-def is_tensor_backward(call: F.CallEvent) -> bool:
-    """A backward on a tensor, not through a framework that scales losses itself."""
-    if not is_backward(call):
-        return False
-    return call.receiver is None or not _FRAMEWORK_RECEIVERS.search(call.receiver)
-
-
-def is_optimizer_step(call: F.CallEvent) -> bool:
-    if call.method == "step":
-        return call.receiver_kind in (F.OPTIMIZER, F.SCALER)
-    return call.method == "optimizer_step"  # torch_xla's xm.optimizer_step(opt)
-
-
-def is_scheduler_step(call: F.CallEvent) -> bool:
-    return call.method == "step" and call.receiver_kind == F.SCHEDULER
-
-
-def is_zero_grad(call: F.CallEvent) -> bool:
-    return call.method == "zero_grad"
-
-
-def is_eval(call: F.CallEvent) -> bool:
-    if call.method == "eval" and not call.node.args:
-        return True
-    return call.method == "train" and bool(call.node.args) and is_false(call.node.args[0])
-
-
-def is_train(call: F.CallEvent) -> bool:
-    if call.method != "train":
-        return False
-    return not call.node.args or not is_false(call.node.args[0])
-
-
-def is_model_call(call: F.CallEvent) -> bool:
-    return call.callee_kind == F.MODULE
+__all__ = [
+    "is_backward",
+    "is_eval",
+    "is_model_call",
+    "is_optimizer_step",
+    "is_scheduler_step",
+    "is_tensor_backward",
+    "is_train",
+    "is_zero_grad",
+]
 
 
 def position(node: ast.AST) -> tuple[int, int]:
@@ -74,21 +52,26 @@ def local_callee(call: F.CallEvent) -> str | None:
 
 
 class Effects:
-    """Which kinds of call each function of the file makes, directly or
-    through the file's other functions (a fixpoint over the local call graph)."""
+    """Which kinds of call each call makes, directly or through the project's
+    functions: the file's own, and (through the project index) those of other
+    files, so ``evaluate(model)`` imported from ``engine.py`` sets eval mode
+    when ``engine.evaluate`` does."""
 
-    def __init__(self, module: F.ModuleFacts) -> None:
+    def __init__(self, module: F.ModuleFacts, ctx: Context | None = None) -> None:
         self.by_name: dict[str, list[F.FunctionFacts]] = {}
         for function in module.functions:
             self.by_name.setdefault(function.name, []).append(function)
+        self.ctx = ctx
         self._memo: dict[tuple[str, str], bool] = {}
 
     def region_does(self, calls: Iterable[F.CallEvent], predicate_name: str) -> bool:
         return any(self.call_does(call, predicate_name) for call in calls)
 
     def call_does(self, call: F.CallEvent, predicate_name: str, depth: int = 0) -> bool:
-        if _PREDICATES[predicate_name](call):
+        if PREDICATES[predicate_name](call):
             return True
+        if call.target is not None and self.ctx is not None:
+            return predicate_name in self.ctx.project.effects(call.target)
         name = local_callee(call)
         if name is None or name not in self.by_name or depth > 4:
             return False
@@ -101,15 +84,6 @@ class Effects:
                 for inner in function.calls
             )
         return self._memo[key]
-
-
-_PREDICATES = {
-    "backward": is_tensor_backward,
-    "step": is_optimizer_step,
-    "zero_grad": is_zero_grad,
-    "eval": is_eval,
-    "train": is_train,
-}
 
 
 def regions(module: F.ModuleFacts) -> Iterator[tuple[F.FunctionFacts | None, list[F.LoopFacts]]]:

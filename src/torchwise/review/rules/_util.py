@@ -6,6 +6,7 @@ import ast
 import re
 
 from torchwise.review.context import Context
+from torchwise.review.files import is_test_module
 from torchwise.review.findings import Applicability, Edit, Fix
 
 
@@ -101,6 +102,13 @@ def rename_attribute(ctx: Context, func: ast.Attribute, new: str) -> Edit:
     """Replace the last name of ``a.b.old`` with ``new``, keeping the prefix's text."""
     end = ctx.span(func)[1]
     return Edit(end - len(func.attr), end, new)
+
+
+def in_test_code(ctx: Context) -> bool:
+    """The file is a test module (by pytest's naming): its training loops exercise
+    code, on purpose with fixed data and order; they are not how the project trains.
+    Judged by the file's name, not its folder: a checkout may itself live under tests/."""
+    return is_test_module(ctx.path)
 
 
 def torch_is_imported(ctx: Context) -> bool:

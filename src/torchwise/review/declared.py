@@ -1,0 +1,124 @@
+"""The torch versions a project declares, from its packaging files.
+
+Read (never executed) from the nearest directory, walking up from a source
+file, that declares a ``torch`` requirement in ``pyproject.toml`` (PEP 621
+``dependencies`` and optional dependencies, Poetry), ``requirements*.txt``,
+``setup.cfg`` or ``setup.py`` (its string literals). ``torch==1.13.1`` means
+1.13 only; ``torch>=2.1,<2.6`` 2.1 up to 2.5; ``~=2.1`` and Poetry's ``^2.1``
+2.x from 2.1. An unpinned ``torch`` says nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from torchwise.review.project import TorchRange
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+_REQUIREMENT = re.compile(
+    r"""(?:^|["'\s,\[])torch\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)*)""",
+    re.M,
+)
+_CLAUSE = re.compile(r"(?P<op>===|==|>=|<=|~=|!=|>|<|\^)\s*(?P<version>\d+(?:\.\d+)*)")
+_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+def parse_spec(spec: str) -> TorchRange | None:
+    """The range of a requirement specifier (``>=2.1,<2.6``); None if it says nothing."""
+    minimum: tuple[int, int] | None = None
+    below: tuple[int, int] | None = None
+    for clause in _CLAUSE.finditer(spec):
+        op, numbers = clause.group("op"), [int(n) for n in clause.group("version").split(".")]
+        version = (numbers[0], numbers[1] if len(numbers) > 1 else 0)
+        if op in {"==", "==="}:
+            minimum, below = version, (version[0], version[1] + 1)
+        elif op in {">=", ">"}:
+            minimum = version
+        elif op == "<":
+            # `<2.6` and `<2.6.0` exclude 2.6; `<2.6.1` still allows 2.6.0.
+            patch = len(numbers) > 2 and any(numbers[2:])
+            below = (version[0], version[1] + 1) if patch else version
+        elif op == "<=":
+            below = (version[0], version[1] + 1)
+        elif op == "^" or (op == "~=" and len(numbers) <= 2):
+            minimum, below = version, (version[0] + 1, 0)
+        elif op == "~=":
+            minimum, below = version, (version[0], version[1] + 1)
+    if minimum is None and below is None:
+        return None
+    return TorchRange(minimum, below)
+
+
+def declared_in(directory: Path) -> TorchRange | None:
+    """The torch range declared by the packaging files of one directory."""
+    candidates = [directory / name for name in _FILES]
+    candidates += sorted(directory.glob("requirements*.txt"))
+    for path in candidates:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "torch" not in text:
+            continue
+        found = _from_pyproject(text) if path.name == "pyproject.toml" else _from_text(text)
+        if found is not None:
+            return TorchRange(found.minimum, found.below, f"{path.name}")
+    return None
+
+
+def _from_text(text: str) -> TorchRange | None:
+    for line in text.splitlines():
+        line = line.split("#", 1)[0]
+        for match in _REQUIREMENT.finditer(line):
+            found = parse_spec(match.group("spec"))
+            if found is not None:
+                return found
+    return None
+
+
+def _from_pyproject(text: str) -> TorchRange | None:
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return _from_text(text)
+    project = data.get("project", {})
+    requirements: list[str] = list(project.get("dependencies", []) or [])
+    for extra in (project.get("optional-dependencies", {}) or {}).values():
+        requirements += list(extra or [])
+    for requirement in requirements:
+        if isinstance(requirement, str):
+            found = _from_text(requirement)
+            if found is not None:
+                return found
+    poetry = data.get("tool", {}).get("poetry", {}).get("dependencies", {})
+    spec = poetry.get("torch") if isinstance(poetry, dict) else None
+    if isinstance(spec, dict):
+        spec = spec.get("version")
+    if isinstance(spec, str):
+        return parse_spec(spec)
+    return None
+
+
+class Declarations:
+    """Declared torch ranges by directory, each directory read once."""
+
+    def __init__(self) -> None:
+        self._found: dict[Path, TorchRange | None] = {}
+
+    def nearest(self, directory: Path) -> tuple[Path, TorchRange] | None:
+        """The nearest directory at or above ``directory`` that declares a range."""
+        directory = directory.resolve()
+        for candidate in (directory, *directory.parents):
+            if candidate not in self._found:
+                self._found[candidate] = declared_in(candidate)
+            found = self._found[candidate]
+            if found is not None:
+                return candidate, found
+            if (candidate / ".git").exists():
+                return None  # the repository's root: nothing above belongs to it
+        return None

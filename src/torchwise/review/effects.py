@@ -1,0 +1,154 @@
+"""What a call does to training, in one word: the shared vocabulary of the
+per-file summaries (:mod:`.summary`), the project index and the training rules.
+
+A call *backward*s, *step*s an optimizer, *zero_grad*s, puts a model in *eval*
+or *train* mode, runs a model (*model_call*), or seeds a generator (*seed*).
+A function's effects are those of its calls, and of the project functions it
+calls (the index closes them over the call graph).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchwise.review import facts as F
+
+BACKWARD, STEP, ZERO_GRAD, EVAL, TRAIN, MODEL_CALL, SEED, SCALER = (
+    "backward",
+    "step",
+    "zero_grad",
+    "eval",
+    "train",
+    "model_call",
+    "seed",
+    "scaler",
+)
+#: Any backward, including a framework's (``accelerator.backward(loss)``).
+LEARNS = "learns"
+BUILDS_MODEL = "builds_model"
+BUILDS_OPTIMIZER = "builds_optimizer"
+#: Generators that hold their own state: seeding one seeds nothing else.
+_LOCAL_GENERATORS = {
+    "torch.Generator",
+    "numpy.random.default_rng",
+    "numpy.random.RandomState",
+    "random.Random",
+    "numpy.random.Generator",
+}
+
+_FRAMEWORK_RECEIVERS = re.compile(r"(^|\.)(accelerator|fabric|trainer|engine|deepspeed\w*|self)$")
+#: Module functions named ``backward`` that are not a tensor's backward: the
+#: distributed autograd engine keeps gradients per context, there is nothing to zero.
+_NOT_TENSOR_BACKWARD = {"torch.distributed.autograd.backward"}
+
+
+def is_false(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def is_backward(call: F.CallEvent) -> bool:
+    return call.method == "backward" or call.qualname == "torch.autograd.backward"
+
+
+def is_tensor_backward(call: F.CallEvent) -> bool:
+    """A backward on a tensor, not through a framework that scales losses itself."""
+    if not is_backward(call) or call.qualname in _NOT_TENSOR_BACKWARD:
+        return False
+    if call.qualname is not None and call.qualname != "torch.autograd.backward":
+        return False  # a module's function: `dist_autograd.backward(ctx, [loss])`
+    return call.receiver is None or not _FRAMEWORK_RECEIVERS.search(call.receiver)
+
+
+def is_optimizer_step(call: F.CallEvent) -> bool:
+    if call.method == "step":
+        return call.receiver_kind in (F.OPTIMIZER, F.SCALER)
+    return call.method == "optimizer_step"  # torch_xla's xm.optimizer_step(opt)
+
+
+def is_scheduler_step(call: F.CallEvent) -> bool:
+    return call.method == "step" and call.receiver_kind == F.SCHEDULER
+
+
+def is_zero_grad(call: F.CallEvent) -> bool:
+    return call.method == "zero_grad"
+
+
+def is_eval(call: F.CallEvent) -> bool:
+    if call.method == "eval" and not call.node.args:
+        return True
+    return call.method == "train" and bool(call.node.args) and is_false(call.node.args[0])
+
+
+def is_train(call: F.CallEvent) -> bool:
+    if call.method != "train":
+        return False
+    if call.receiver_kind not in (F.MODULE, None) or call.target is not None:
+        return False  # `trainer.train()`, or a project class's own training method
+    return not call.node.args or not is_false(call.node.args[0])
+
+
+def is_model_call(call: F.CallEvent) -> bool:
+    if call.callee_kind == F.MODULE:
+        return True
+    return call.method == "forward" and call.receiver_kind == F.MODULE
+
+
+def is_seed(call: F.CallEvent) -> bool:
+    """A call that seeds a global generator (a local ``torch.Generator`` does not)."""
+    name = call.qualname or call.method or _called_name(call.node) or ""
+    if "seed" not in name.lower():
+        # A launcher or trainer handed the seed: `colossalai.launch(seed=...)`.
+        return any(k.arg == "seed" for k in call.node.keywords)
+    receiver = call.receiver_value
+    return receiver is None or receiver.origin not in _LOCAL_GENERATORS
+
+
+def builds_model(call: F.CallEvent) -> bool:
+    return call.builds_model
+
+
+def builds_optimizer(call: F.CallEvent) -> bool:
+    qualname = call.qualname or ""
+    last = qualname.rsplit(".", 1)[-1]
+    return (
+        qualname.startswith("torch.optim.")
+        and last[:1].isupper()
+        and "lr_scheduler" not in qualname
+    )
+
+
+def learns(call: F.CallEvent) -> bool:
+    """Any backward pass: a tensor's, or one a framework runs for the loss."""
+    return is_backward(call) and call.qualname not in _NOT_TENSOR_BACKWARD
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def uses_scaler(call: F.CallEvent) -> bool:
+    if call.receiver_kind == F.SCALER or call.callee_kind == F.SCALER:
+        return True
+    return (call.qualname or "").endswith("GradScaler")
+
+
+PREDICATES = {
+    BACKWARD: is_tensor_backward,
+    STEP: is_optimizer_step,
+    ZERO_GRAD: is_zero_grad,
+    EVAL: is_eval,
+    TRAIN: is_train,
+    MODEL_CALL: is_model_call,
+    SEED: is_seed,
+    SCALER: uses_scaler,
+    LEARNS: learns,
+    BUILDS_MODEL: builds_model,
+    BUILDS_OPTIMIZER: builds_optimizer,
+}
+
+
+def direct_effects(call: F.CallEvent) -> list[str]:
+    """Every effect word that describes ``call`` itself."""
+    return [name for name, predicate in PREDICATES.items() if predicate(call)]

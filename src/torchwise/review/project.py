@@ -1,0 +1,648 @@
+"""The project index: every file of a run, summarised, joined into one model.
+
+Before the rules run, each file contributes a :class:`~.summary.ModuleSummary`
+(one pass over the file, cached with its findings). :class:`ProjectIndex` joins
+them: it names each file as a module, resolves imports between them (absolute,
+relative, packages, star imports, re-exports), flattens each ``nn.Module``
+subclass across files (dropout, batch norm, the activation its output ends in),
+closes each function's effects over the project's call graph (a ``validate()``
+in ``engine.py`` that calls ``model.eval()`` sets eval mode wherever it is
+called), records every call site with the values passed, every ``torch.save``
+and the torch version the project declares.
+
+A rule sees the index through a :class:`ProjectView` of its own file. The view
+is also what the findings cache keys on: :meth:`ProjectView.digest` hashes the
+summaries of every file the view can reach, so a change elsewhere that could
+change this file's findings invalidates them, and nothing else does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from torchwise.review import effects as E
+from torchwise.review import facts as F
+
+if TYPE_CHECKING:
+    from torchwise.review.summary import (
+        ArgFact,
+        CallFact,
+        ClassFact,
+        FunctionFact,
+        ModuleSummary,
+        SaveFact,
+    )
+    from torchwise.review.view import ProjectView
+
+#: Layers that make a model behave differently in train and eval mode.
+DROPOUT = re.compile(r"^torch\.nn\.(functional\.)?(\w*[Dd]ropout\w*|alpha_dropout\w*)$")
+BATCHNORM = re.compile(
+    r"^torch\.nn\.(BatchNorm\w*|SyncBatchNorm|LazyBatchNorm\w*|InstanceNorm\w*)$"
+)
+#: torch.nn layers that hold dropout inside (their default dropout is not 0).
+DROPOUT_INSIDE = {
+    "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
+    "torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder",
+}  # fmt: skip
+#: torchvision constructors of models with batch norm (the classic ImageNet CNNs).
+TORCHVISION_BN = re.compile(
+    r"^torchvision\.models\.(\w+\.)?(resnet\d+|resnext\w+|wide_resnet\w+|densenet\d+|vgg\d+_bn|"
+    r"mobilenet\w*|efficientnet\w*|regnet\w*|googlenet|inception_v3|shufflenet\w*|mnasnet\w*|"
+    r"fcn_\w+|deeplabv3\w*|lraspp\w*|fasterrcnn\w*|maskrcnn\w*|keypointrcnn\w*|retinanet\w*|"
+    r"r3d_18|r2plus1d_18|mc3_18|s3d)$"
+)
+#: torchvision constructors of models with dropout but no batch norm.
+TORCHVISION_DROPOUT = re.compile(r"^torchvision\.models\.(\w+\.)?(alexnet|vgg\d+|vit_\w+|swin\w*)$")
+#: Bases that make a class an nn.Module without being torch.nn.<Layer>.
+MODULE_BASES = {
+    "pytorch_lightning.LightningModule",
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "pytorch_lightning.core.LightningModule",
+    "lightning.pytorch.core.LightningModule",
+}
+_NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
+TOP_LEVEL = "<module>"  # the summary's pseudo-function of top-level code
+#: What the argument of a real ``train(mode)`` override is called.
+_MODE_NAMES = {"mode", "flag", "training", "is_training", "train", "value", "on", "enabled", "b"}
+#: Names that hold the parsed command line in scripts that use argparse.
+NAMESPACE_NAMES = frozenset({"args", "opt", "opts", "options"})
+
+
+def is_torch_module_base(qualname: str) -> bool:
+    if qualname in MODULE_BASES:
+        return True
+    last = qualname.rsplit(".", 1)[-1]
+    return (
+        qualname.startswith("torch.nn.")
+        and last[:1].isupper()
+        and qualname not in _NOT_MODULES
+        and "utils" not in qualname
+    )
+
+
+@dataclass(frozen=True)
+class TorchRange:
+    """The torch versions a project declares it runs on (None: unbounded/unknown)."""
+
+    minimum: tuple[int, int] | None = None
+    below: tuple[int, int] | None = None  # exclusive upper bound
+    source: str | None = None  # "requirements.txt: torch>=2.1"
+
+    def allows(self, version: tuple[int, int]) -> bool:
+        """Whether the project may run on ``version`` (or later)."""
+        return self.below is None or self.below > version
+
+
+@dataclass
+class ClassModel:
+    """An nn.Module (or plain) class, flattened across its project bases and parts."""
+
+    id: str  # "module:Class"
+    fact: ClassFact
+    is_module: bool
+    dropout: bool
+    batchnorm: bool
+    unknown: bool  # some base or part could not be resolved: it may have either
+    train_override: bool  # defines `train` that is not nn.Module.train(mode)
+    #: Frozen (requires_grad=False) attributes with batch norm inside.
+    frozen_batchnorm: tuple[str, ...] = ()
+
+
+@dataclass
+class CallSite:
+    caller: str  # id of the calling function ("module:f" or "module:<module>")
+    path: str
+    fact: CallFact
+    after_eval: bool  # an eval() precedes it in the caller (on a compatible branch)
+
+
+class ProjectIndex:
+    """Every summarised file of a run, with imports and call graph resolved."""
+
+    def __init__(
+        self,
+        summaries: Iterable[ModuleSummary],
+        torch_ranges: dict[str, TorchRange] | None = None,
+    ) -> None:
+        self.summaries: dict[str, ModuleSummary] = {s.path: s for s in summaries}
+        self.torch_ranges = torch_ranges or {}
+        self.names: dict[str, str] = {}  # path -> dotted module name
+        self._suffixes: dict[str, list[str]] = {}  # dotted suffix -> paths
+        for path in self.summaries:
+            dotted = _module_name(path)
+            self.names[path] = dotted
+            parts = dotted.split(".")
+            for start in range(len(parts)):
+                self._suffixes.setdefault(".".join(parts[start:]), []).append(path)
+        self._digests = {path: s.digest() for path, s in self.summaries.items()}
+        self._classes: dict[str, ClassModel | None] = {}
+        self._effects: dict[str, frozenset[str]] = {}
+        self._resolved: dict[tuple[str, tuple[str, ...]], str | None] = {}
+        self._callers: dict[str, list[CallSite]] | None = None
+        self._saves: list[tuple[str, SaveFact]] | None = None
+        self._dependencies: dict[str, frozenset[str]] = {}
+        self._component_digests: dict[int, str] = {}
+
+    # -- naming and resolution ------------------------------------------------
+    def module_path(self, written: str, importer: str) -> str | None:
+        """The file a dotted module name refers to, from ``importer``'s point of view."""
+        if written.startswith("."):
+            level = len(written) - len(written.lstrip("."))
+            package = PurePosixPath(importer).parent
+            for _ in range(level - 1):
+                package = package.parent
+            rest = written[level:]
+            base = package.joinpath(*rest.split(".")) if rest else package
+            for candidate in (f"{base}.py", f"{base}/__init__.py", f"{base}.pyi"):
+                if candidate in self.summaries:
+                    return candidate
+            return None
+        if written.split(".", 1)[0] in {"torch", "numpy", "torchvision"}:
+            return None  # a project never shadows these as far as rules are concerned
+        candidates = self._suffixes.get(written)
+        if not candidates:
+            return None
+        # The closest file to the importer: Python finds siblings and its own package first.
+        return max(candidates, key=lambda path: _shared_prefix(path, importer))
+
+    def resolve(self, written: str, importer: str, depth: int = 0) -> str | None:
+        """The id ("path::Class.method") a name written in ``importer`` refers to."""
+        key = (importer, (written,))
+        if key in self._resolved:
+            return self._resolved[key]
+        self._resolved[key] = None  # breaks import cycles
+        result = self._resolve(written, importer, depth)
+        self._resolved[key] = result
+        return result
+
+    def _resolve(self, written: str, importer: str, depth: int) -> str | None:
+        if depth > 8:
+            return None
+        if written.startswith("<id>"):
+            return written[4:]  # already an id (a value that came from another file)
+        if written.startswith("<local>."):
+            return self._symbol(importer, written[8:], depth)
+        parts = written.split(".")
+        leading = len(written) - len(written.lstrip("."))
+        for split in range(len(parts), leading, -1):
+            module = ".".join(parts[:split])
+            if not module.strip("."):
+                continue
+            path = self.module_path(module, importer)
+            if path is None:
+                continue
+            rest = ".".join(parts[split:])
+            if not rest:
+                return f"{path}::"
+            return self._symbol(path, rest, depth)
+        return None
+
+    def _symbol(self, path: str, qualname: str, depth: int) -> str | None:
+        """``qualname`` defined in (or re-exported by) the module at ``path``."""
+        summary = self.summaries.get(path)
+        if summary is None:
+            return None
+        head, _, tail = qualname.partition(".")
+        if head in summary.classes:
+            if not tail:
+                return f"{path}::{head}"
+            return self.method(f"{path}::{head}", tail, depth)
+        if head in summary.functions and not tail:
+            return f"{path}::{head}"
+        imported = summary.imports.get(head)
+        if imported is not None:
+            target = self.resolve(imported, path, depth + 1)
+            if target is not None and tail:
+                module_path, _, inner = target.partition("::")
+                return self._symbol(module_path, f"{inner}.{tail}" if inner else tail, depth + 1)
+            return target
+        for star in summary.star_imports:
+            module = self.module_path(star, path)
+            if module is not None and module != path:
+                found = self._symbol(module, qualname, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def method(self, class_id: str, name: str, depth: int = 0) -> str | None:
+        """The method ``name`` of a project class, looked up through its project bases."""
+        seen: set[str] = set()
+        pending = [class_id]
+        while pending and depth < 16:
+            current = pending.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            path, _, class_name = current.partition("::")
+            fact = self._class_fact(current)
+            if fact is None:
+                continue
+            if name in fact.methods:
+                return f"{path}::{class_name}.{name}"
+            for base in fact.bases:
+                resolved = self.resolve(base, path, depth + 1)
+                if resolved is not None and resolved.partition("::")[2]:
+                    pending.append(resolved)
+        return None
+
+    def _class_fact(self, class_id: str) -> ClassFact | None:
+        path, _, name = class_id.partition("::")
+        summary = self.summaries.get(path)
+        return None if summary is None else summary.classes.get(name)
+
+    def function(self, function_id: str) -> FunctionFact | None:
+        path, _, qualname = function_id.partition("::")
+        summary = self.summaries.get(path)
+        return None if summary is None else summary.functions.get(qualname)
+
+    def ref_target(self, ref: list[str], path: str, caller_class: str | None = None) -> str | None:
+        """The id of the project function a call reference (CallFact.ref) runs."""
+        key = (path, tuple(ref))
+        if key in self._resolved:
+            return self._resolved[key]
+        self._resolved[key] = None
+        target = self._ref_target(ref, path, caller_class)
+        self._resolved[key] = target
+        return target
+
+    def _ref_target(self, ref: list[str], path: str, caller_class: str | None) -> str | None:
+        kind = ref[0]
+        if kind == "written":
+            target = self.resolve(ref[1], path)
+        elif kind == "name":
+            summary = self.summaries.get(path)
+            if summary is None:
+                return None
+            if ref[1] in summary.functions or ref[1] in summary.classes:
+                target = f"{path}::{ref[1]}"
+            else:
+                written = summary.imports.get(ref[1])
+                target = None if written is None else self.resolve(written, path)
+                if target is None:
+                    for star in summary.star_imports:
+                        module = self.module_path(star, path)
+                        if module is not None:
+                            target = self._symbol(module, ref[1], 1)
+                            if target is not None:
+                                break
+        elif kind == "self":
+            return self.method(f"{path}::{ref[1]}", ref[2])
+        elif kind == "value":
+            class_id = self.resolve(ref[1], path)
+            return None if class_id is None else self.method(class_id, ref[2])
+        else:
+            return None
+        if target is not None and self._class_fact(target) is not None:
+            return self.method(target, "__init__")  # a constructor runs __init__
+        return target
+
+    def star_names(self, path: str, depth: int = 0) -> dict[str, str]:
+        """Public names a module exports to a star import: what it defines (as
+        ids) and what it imports (absolute names; relative ones as ids)."""
+        summary = self.summaries.get(path)
+        if summary is None or depth > 4:
+            return {}
+        names: dict[str, str] = {}
+        for star in summary.star_imports:
+            inner = self.module_path(star, path)
+            if inner is not None and inner != path:
+                names.update(self.star_names(inner, depth + 1))
+        for local, written in summary.imports.items():
+            if written.startswith("."):
+                resolved = self.resolve(written, path)
+                if resolved is not None:
+                    names[local] = f"<id>{resolved}"
+            else:
+                names[local] = written
+        for name in [*summary.classes, *summary.functions]:
+            if name != TOP_LEVEL and "." not in name:
+                names[name] = f"<id>{path}::{name}"
+        return {name: value for name, value in names.items() if not name.startswith("_")}
+
+    # -- classes ----------------------------------------------------------------
+    def klass(self, class_id: str) -> ClassModel | None:
+        if class_id in self._classes:
+            return self._classes[class_id]
+        self._classes[class_id] = None  # cycles: a class is not its own part
+        fact = self._class_fact(class_id)
+        if fact is None:
+            return None
+        path = class_id.partition("::")[0]
+        is_module = dropout = batchnorm = unknown = False
+        for base in fact.bases:
+            written = base
+            if is_torch_module_base(written):
+                is_module = True
+                dropout |= bool(DROPOUT.match(written)) or written in DROPOUT_INSIDE
+                batchnorm |= bool(BATCHNORM.match(written))
+                continue
+            resolved = self.resolve(written, path)
+            inner = None if resolved is None else self.klass(resolved)
+            if inner is None:
+                if written not in {"object", "<local>.object"} and not written.endswith(
+                    ("ABC", "Generic", "Protocol", "Enum")
+                ):
+                    unknown = True
+                continue
+            is_module |= inner.is_module
+            dropout |= inner.dropout
+            batchnorm |= inner.batchnorm
+            unknown |= inner.unknown
+        for layer in fact.layers:
+            if DROPOUT.match(layer) or layer in DROPOUT_INSIDE:
+                dropout = True
+            elif BATCHNORM.match(layer) or TORCHVISION_BN.match(layer):
+                batchnorm = True
+            elif TORCHVISION_DROPOUT.match(layer):
+                dropout = True
+            elif layer.startswith("torch.") or layer.startswith("torchvision.models."):
+                continue
+            else:
+                resolved = self.resolve(layer, path)
+                part = None if resolved is None else self.klass(resolved)
+                if part is not None:
+                    dropout |= part.dropout
+                    batchnorm |= part.batchnorm
+                    unknown |= part.unknown and part.is_module
+                elif resolved is None and _looks_like_model(layer):
+                    unknown = True
+        # nn.Module.eval() calls self.train(False) and model.train() passes nothing:
+        # an override must accept both and still set the mode.
+        override = fact.train_params is not None and (
+            not fact.train_sets_mode
+            or not fact.train_params
+            or fact.train_required > 1
+            or (fact.train_required == 1 and fact.train_params[0] not in _MODE_NAMES)
+        )
+        frozen = tuple(
+            attr for attr in fact.frozen if _has_batchnorm(fact.attributes.get(attr), batchnorm)
+        )
+        model = ClassModel(class_id, fact, is_module, dropout, batchnorm, unknown, override, frozen)
+        self._classes[class_id] = model
+        return model
+
+    # -- effects ------------------------------------------------------------------
+    def effects(self, function_id: str) -> frozenset[str]:
+        """What calling the function does, through every project function it calls."""
+        if function_id in self._effects:
+            return self._effects[function_id]
+        self._effects[function_id] = frozenset()  # recursion: what is known so far
+        fact = self.function(function_id)
+        if fact is None:
+            return frozenset()
+        path = function_id.partition("::")[0]
+        found = {event[0] for event in fact.events}
+        for call in fact.calls:
+            target = self.ref_target(call.ref, path, fact.class_name)
+            if target is not None and target != function_id:
+                found |= self.effects(target)
+        if fact.no_grad:
+            found.add("no_grad")
+        result = frozenset(found)
+        self._effects[function_id] = result
+        return result
+
+    def path_effects(self, function_id: str, flag: str, polarity: bool) -> frozenset[str]:
+        """The effects on the path where parameter ``flag`` is ``polarity``."""
+        fact = self.function(function_id)
+        if fact is None:
+            return frozenset()
+        path = function_id.partition("::")[0]
+        here: F.Branch = ((flag, polarity),)
+        found = {e[0] for e in fact.events if not F.exclusive(tuple(e[3]), here)}
+        for call in fact.calls:
+            if F.exclusive(tuple(call.branch), here):
+                continue
+            target = self.ref_target(call.ref, path, fact.class_name)
+            if target is None or target == function_id:
+                continue
+            passed = _passed_as(call, flag, self.function(target))
+            found |= (
+                self.path_effects(target, passed, polarity)
+                if passed is not None
+                else self.effects(target)
+            )
+        return frozenset(found)
+
+    def trains_over(self, function_id: str, param: str) -> bool:
+        """Whether the function trains over its parameter ``param``: a loop over it
+        backpropagates and steps (directly or through the functions it calls)."""
+        fact = self.function(function_id)
+        if fact is None:
+            return False
+        path = function_id.partition("::")[0]
+        for loop in fact.loops:
+            if loop.iterated != param:
+                continue
+            found = set(loop.effects)
+            for index in loop.calls:
+                target = self.ref_target(fact.calls[index].ref, path, fact.class_name)
+                if target is not None and target != function_id:
+                    found |= self.effects(target)
+            if {E.STEP} <= found and found & {E.BACKWARD, E.LEARNS}:
+                return True
+        return False
+
+    # -- call sites -----------------------------------------------------------------
+    def callers(self, function_id: str) -> list[CallSite]:
+        if self._callers is None:
+            self._callers = {}
+            for path, summary in self.summaries.items():
+                for qualname, fact in summary.functions.items():
+                    caller = f"{path}::{qualname}"
+                    for call in fact.calls:
+                        target = self.ref_target(call.ref, path, fact.class_name)
+                        if target is not None:
+                            site = CallSite(caller, path, call, self._after_eval(fact, call, path))
+                            self._callers.setdefault(target, []).append(site)
+        return self._callers.get(function_id, [])
+
+    def _after_eval(self, caller: FunctionFact, call: CallFact, path: str) -> bool:
+        position = (call.line, call.col)
+        branch = tuple(call.branch)
+        for effect, line, col, event_branch in caller.events:
+            before = (line, col) < position
+            if effect == E.EVAL and before and not F.exclusive(tuple(event_branch), branch):
+                return True
+        for other in caller.calls:
+            if (other.line, other.col) >= position or F.exclusive(tuple(other.branch), branch):
+                continue
+            target = self.ref_target(other.ref, path, caller.class_name)
+            if target is not None and E.EVAL in self.effects(target):
+                return True
+        return False
+
+    # -- project-wide facts -----------------------------------------------------------
+    def saves(self) -> list[tuple[str, SaveFact]]:
+        """Every ``torch.save`` of the project, with what its parameters receive
+        filled in from the call sites (``save_checkpoint(..., args)``)."""
+        if self._saves is None:
+            self._saves = []
+            for path, summary in self.summaries.items():
+                for save in summary.saves:
+                    self._saves.append((path, self._resolved_save(path, save)))
+        return self._saves
+
+    def _resolved_save(self, path: str, save: SaveFact) -> SaveFact:
+        imports_argparse = "argparse" in self.summaries[path].imports.values()
+
+        def kind(text: str | None) -> str | None:
+            if text is None or not text.startswith("param:") or save.function is None:
+                return text
+            name = text[6:]
+            passed = self._passed_kind(f"{path}::{save.function}", name)
+            if passed is None and imports_argparse and name in NAMESPACE_NAMES:
+                return "namespace"  # `"args": args` in a script that parses arguments
+            return passed or "other"
+
+        keys = {key: kind(value) or "other" for key, value in save.keys.items()}
+        return dataclasses.replace(save, whole=kind(save.whole), keys=keys)
+
+    def _passed_kind(self, function_id: str, param: str) -> str | None:
+        """The saved kind ("module", "namespace", ...) a caller passes as ``param``."""
+        fact = self.function(function_id)
+        if fact is None:
+            return None
+        params = [p for p in fact.params if p not in {"self", "cls"}]
+        kinds = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
+        for site in self.callers(function_id):
+            passed = dict(zip(params, site.fact.args, strict=False))
+            passed.update(site.fact.keywords)
+            arg = passed.get(param)
+            if arg is not None and arg.kind in kinds:
+                return kinds[arg.kind]
+        return None
+
+    def torch_range(self, path: str) -> TorchRange:
+        directory = PurePosixPath(path).parent
+        while True:
+            found = self.torch_ranges.get(str(directory))
+            if found is not None:
+                return found
+            if directory == directory.parent:
+                return TorchRange()
+            directory = directory.parent
+
+    def dependencies(self, path: str) -> frozenset[str]:
+        """Files whose summaries can change what the rules see in ``path``: those it
+        imports and those calling into it, transitively."""
+        if path in self._dependencies:
+            return self._dependencies[path]
+        edges = self._edges()
+        seen = {path}
+        pending = [path]
+        while pending:
+            current = pending.pop()
+            for other in edges.get(current, ()):
+                if other not in seen:
+                    seen.add(other)
+                    pending.append(other)
+        component = frozenset(seen)
+        for member in component:
+            self._dependencies[member] = component
+        return component
+
+    def _edges(self) -> dict[str, set[str]]:
+        if not hasattr(self, "_edge_table"):
+            table: dict[str, set[str]] = {path: set() for path in self.summaries}
+            for path, summary in self.summaries.items():
+                written = [*summary.imports.values(), *summary.star_imports]
+                for name in written:
+                    for candidate in _module_prefixes(name):
+                        module = self.module_path(candidate, path)
+                        if module is not None and module != path:
+                            table[path].add(module)
+                            table[module].add(path)  # callers see it too
+                            break
+            self._edge_table = table
+        return self._edge_table
+
+    def digest(self, path: str, extra: str = "") -> str:
+        """What the findings of ``path`` depend on: the summaries of the files it
+        can see, the project's saves, the torch version; ``extra`` (the rules)."""
+        digest = hashlib.sha256(extra.encode())
+        digest.update(self._component_digest(self.dependencies(path)).encode())
+        digest.update(repr(self.torch_range(path)).encode())
+        return digest.hexdigest()
+
+    def _component_digest(self, component: frozenset[str]) -> str:
+        key = id(component)
+        cached = self._component_digests.get(key)
+        if cached is None:
+            digest = hashlib.sha256()
+            for member in sorted(component):
+                digest.update(member.encode())
+                digest.update(self._digests.get(member, "").encode())
+            for _save_path, save in self.saves():
+                digest.update(repr(save).encode())
+            cached = self._component_digests[key] = digest.hexdigest()
+        return cached
+
+    def view(self, path: str) -> ProjectView:
+        from torchwise.review.view import ProjectView
+
+        return ProjectView(self, path)
+
+
+def _has_batchnorm(attribute: ArgFact | None, class_has_batchnorm: bool) -> bool:
+    """Whether an attribute holds batch norm: its constructor says so, or it is an
+    opaque container (``nn.Sequential(*resnet_children)``) in a class that has some."""
+    if attribute is None:
+        return class_has_batchnorm
+    origin = attribute.origin or ""
+    if "batchnorm" in attribute.flags or TORCHVISION_BN.match(origin) or BATCHNORM.match(origin):
+        return True
+    return class_has_batchnorm and ("opaque" in attribute.flags or not origin)
+
+
+def _passed_as(call: CallFact, flag: str, callee: FunctionFact | None) -> str | None:
+    """The callee's parameter that receives the caller's ``flag`` unchanged, if any."""
+    if callee is None:
+        return None
+    params = [p for p in callee.params if p not in {"self", "cls"}]
+    for position, arg in enumerate(call.args):
+        if arg.name == flag and position < len(params):
+            return params[position]
+    for keyword, arg in call.keywords.items():
+        if arg.name == flag:
+            return keyword
+    return None
+
+
+def _module_name(path: str) -> str:
+    pure = PurePosixPath(path)
+    parts = [part for part in pure.with_suffix("").parts if part not in {"/", ""}]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _module_prefixes(written: str) -> list[str]:
+    if written.startswith("<local>"):
+        return []
+    parts = written.split(".")
+    leading = len(written) - len(written.lstrip("."))
+    return [".".join(parts[:n]) for n in range(len(parts), leading, -1) if ".".join(parts[:n])]
+
+
+def _shared_prefix(path: str, other: str) -> int:
+    count = 0
+    for a, b in zip(PurePosixPath(path).parts, PurePosixPath(other).parts, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _looks_like_model(layer: str) -> bool:
+    """A constructor that may build a model with dropout or batch norm inside:
+    ``timm.create_model``, ``AutoModel.from_pretrained``, a project class."""
+    last = layer.rsplit(".", 1)[-1]
+    return last[:1].isupper() or last in {"create_model", "from_pretrained", "build_model"}

@@ -1,0 +1,68 @@
+"""Checkpoints and reproducibility (TW6xx): what a run leaves behind, and
+whether it can be repeated or resumed."""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review import facts as F
+
+_SAVE = {"torch.save"}
+#: Calls whose result is a plain container of tensors, not a module.
+_NOT_MODULES = {"torch.load", "collections.OrderedDict", "copy.deepcopy"}
+_PROGRESS_KEYS = {"epoch", "step", "global_step", "iteration", "iter", "steps", "epochs"}
+
+
+def _state_dict_of(expr: ast.expr) -> ast.expr | None:
+    """``model`` for ``model.state_dict()`` (also ``model.module.state_dict()``)."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "state_dict"
+    ):
+        return expr.func.value
+    return None
+
+
+def _dict_items(expr: ast.expr) -> list[tuple[str | None, ast.expr]] | None:
+    """(key, value) pairs of ``{...}`` or ``dict(k=v)``; None for anything else."""
+    if isinstance(expr, ast.Dict):
+        if any(key is None for key in expr.keys):
+            return None  # {**state}: unknown keys
+        return [
+            (key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None, v)
+            for key, v in zip(expr.keys, expr.values, strict=True)
+        ]
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "dict"
+        and not expr.args
+        and all(item.arg for item in expr.keywords)
+    ):
+        return [(item.arg, item.value) for item in expr.keywords]
+    return None
+
+
+_SEEDING_WORDS = ("seed",)
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _trains(loop: F.LoopFacts) -> bool:
+    backward = any(call.method == "backward" for call in loop.calls)
+    step = any(
+        call.method == "step" and call.receiver_kind in {F.OPTIMIZER, F.SCALER}
+        for call in loop.calls
+    )
+    return backward and step
+
+
+def _loop_header(node: ast.AST) -> ast.AST:
+    """A node spanning the ``for``/``while`` keyword, not the whole loop body."""
+    line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    width = 5 if isinstance(node, ast.While) else 3
+    return ast.Pass(lineno=line, col_offset=col, end_lineno=line, end_col_offset=col + width)

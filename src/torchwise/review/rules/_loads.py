@@ -1,0 +1,67 @@
+"""What ``torch.load`` calls load, for TW301 and TW416.
+
+Since torch 2.6 ``torch.load`` defaults to ``weights_only=True`` and refuses
+anything but tensors, containers and primitives. A load is known to fail when
+the code treats what it loaded as an ``nn.Module`` or an optimizer (calls it,
+puts it in eval mode, steps it, passes it where the project uses a module), or
+when the project's own ``torch.save`` writes such an object (or an
+``argparse.Namespace``, or a NumPy array) to the same file name or under a key
+the load reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.rules._util import keyword
+
+WEIGHTS_ONLY_DEFAULT = (2, 6)
+#: Saved kinds that weights_only=True refuses, as the message names them.
+REFUSED = {
+    "module": "a pickled nn.Module",
+    "optimizer": "a pickled optimizer object",
+    "namespace": "an argparse.Namespace",
+    "array": "a NumPy array",
+}
+
+
+def runs_on_weights_only_default(ctx: Context) -> bool:
+    """Whether the project may run on torch >= 2.6 (it does unless it pins below)."""
+    return ctx.project.torch_range.allows(WEIGHTS_ONLY_DEFAULT)
+
+
+def refused_content(load: F.LoadFacts, ctx: Context) -> str | None:
+    """What the loaded file holds that ``weights_only=True`` refuses, if known."""
+    if "module" in load.uses:
+        return REFUSED["module"]
+    if "optimizer" in load.uses:
+        return REFUSED["optimizer"]
+    path = _literal_path(load.node)
+    for _, save in ctx.project.saves():
+        same_file = (
+            path is not None
+            and save.path is not None
+            and os.path.basename(save.path) == os.path.basename(path)
+        )
+        if same_file and save.whole in REFUSED:
+            return REFUSED[save.whole]
+        for key in load.keys:
+            kind = save.keys.get(key)
+            if kind in REFUSED:
+                return f"{REFUSED[kind]} (saved under {key!r})"
+    return None
+
+
+def explicit_weights_only(call: ast.Call) -> ast.expr | None:
+    item = keyword(call, "weights_only")
+    return None if item is None else item.value
+
+
+def _literal_path(call: ast.Call) -> str | None:
+    first = call.args[0] if call.args else getattr(keyword(call, "f"), "value", None)
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None

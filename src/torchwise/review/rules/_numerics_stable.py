@@ -1,0 +1,72 @@
+"""Numerics (TW501, TW503-TW507): compositions with a numerically stable spelling.
+
+Helpers shared by the TW501 and TW503-TW507 rule modules. Every rule here looks at one expression
+and its direct operands: ``torch.log(F.softmax(x, 1))`` is flagged, a softmax
+stored in a variable and logged three lines later is not (entropy code does
+that on purpose).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Applicability, Edit, Fix
+
+_LOGS = {"torch.log", "math.log", "numpy.log"}
+_EXPS = {"torch.exp", "math.exp", "numpy.exp"}
+_LOG_SOFTMAX_NAMES = {"softmax": "log_softmax", "Softmax": "LogSoftmax"}
+
+
+def _single_argument(call: ast.Call) -> ast.expr | None:
+    if len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return None
+
+
+def _logged(node: ast.Call, ctx: Context) -> ast.expr | None:
+    """``x`` of ``torch.log(x)`` or ``x.log()``."""
+    if ctx.call_name(node) == "torch.log":
+        return _single_argument(node)
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr != "log" or node.args or node.keywords:
+        return None
+    return func.value if isinstance(func.value, ast.Call) else None
+
+
+def _unwrap(ctx: Context, outer: ast.Call, inner: ast.Call, rename: Edit, title: str) -> Fix:
+    """Replace ``outer`` by ``inner`` with one name changed (``rename``)."""
+    outer_start, outer_end = ctx.span(outer)
+    inner_start, inner_end = ctx.span(inner)
+    edits = (Edit(outer_start, inner_start, ""), rename, Edit(inner_end, outer_end, ""))
+    return Fix(title, edits, Applicability.SAFE)
+
+
+def _is_one(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and type(node.value) in (int, float)
+        and node.value == 1  # 1 or 1.0; not True
+    )
+
+
+_NORMS = {"torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.std"}
+
+
+def _statistic(expr: ast.expr, ctx: Context, methods: set[str], functions: set[str]) -> str | None:
+    """``norm``/``std``/``var`` when ``expr`` is a direct call of one, else None."""
+    if not isinstance(expr, ast.Call):
+        return None
+    func = expr.func
+    qualname = ctx.qualname(func)
+    if qualname is not None:
+        return qualname.rsplit(".", 1)[-1] if qualname in functions else None
+    if not isinstance(func, ast.Attribute) or func.attr not in methods:
+        return None
+    if ctx.dotted(func.value) in {"self", "cls"}:
+        return None  # self.norm(x): a normalisation layer, not Tensor.norm
+    if func.attr == "norm" and not all(
+        isinstance(a, (ast.Constant, ast.UnaryOp)) for a in expr.args
+    ):
+        return None  # block.norm(x) is a layer; Tensor.norm's positional is the order p
+    return func.attr

@@ -1,0 +1,83 @@
+"""TW102 zero-grad-before-step (training).
+
+The class docstring is its user documentation (`torchwise rules TW102`).
+"""
+
+from __future__ import annotations
+
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._loops import (
+    innermost_loop,
+    is_optimizer_step,
+    is_tensor_backward,
+    is_zero_grad,
+    position,
+)
+from torchwise.review.rules._training import _same_optimizer
+
+
+@rule
+class ZeroGradBeforeStep(Rule):
+    """## What it does
+    Flags `zero_grad()` called after `backward()` and before the
+    `optimizer.step()` that should use those gradients.
+
+    ## Why is this bad?
+    The step then sees zero gradients: the model never learns (with weight
+    decay or momentum it even drifts). Nothing errors.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+    """
+
+    code = "TW102"
+    name = "zero-grad-before-step"
+    family = "training"
+    severity = Severity.ERROR
+    message = "`zero_grad()` between `backward()` and `{step}`: the step sees zero gradients"
+
+    def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
+        self._check(function.calls, function.loops, ctx)
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        self._check([c for c in module.calls if c.loop_depth], module.loops, ctx)
+
+    def _check(self, calls: list[F.CallEvent], loops: list[F.LoopFacts], ctx: Context) -> None:
+        relevant = sorted(
+            (c for c in calls if is_tensor_backward(c) or is_zero_grad(c) or is_optimizer_step(c)),
+            key=lambda c: position(c.node),
+        )
+        for index, zero in enumerate(relevant):
+            if not is_zero_grad(zero):
+                continue
+            region = innermost_loop(loops, zero)
+            same = [c for c in relevant if innermost_loop(loops, c) is region]
+            before = [c for c in relevant[:index] if c in same]
+            after = [c for c in relevant[index + 1 :] if c in same]
+            # the last thing before it is a backward, the next is a matching step
+            if not before or not is_tensor_backward(before[-1]):
+                continue
+            step = next((c for c in after if not is_zero_grad(c)), None)
+            if step is None or not is_optimizer_step(step):
+                continue
+            if not _same_optimizer(zero, step):
+                continue
+            ctx.report(self, zero.node, step=f"{step.receiver or 'optimizer'}.step()")

@@ -1,0 +1,106 @@
+"""TW125 numpy-in-forward (modules).
+
+The class docstring is its user documentation (`torchwise rules TW125`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._forward import _NUMPY_BREAKERS, _SCALARS, TensorNames, param_like
+from torchwise.review.rules._tensors import (
+    TENSOR_METHODS,
+    factory,
+)
+
+
+@rule
+class NumpyInForward(TensorNames, Rule):
+    """## What it does
+    Inside `forward` or a loss function, flags `.numpy()`, NumPy functions
+    applied to tensors (`np.exp(x)`), and `.item()`/`.tolist()` whose Python
+    number flows back into tensor math (`x * self.scale.item()`,
+    `torch.tensor(loss.item())`, `return loss.item()` from a loss).
+
+    ## Why is this bad?
+    Leaving torch cuts the autograd graph: gradients stop at that point (or
+    `.numpy()` raises on a tensor that requires grad), and each call waits for
+    the GPU to finish. A loss rebuilt from `.item()` has no `grad_fn`, so
+    `backward()` fails or trains nothing. Using `.item()` for control flow or
+    shapes is only a sync and is not flagged here.
+
+    ## Example
+    ```python
+    from torch import nn
+
+    class Scaled(nn.Module):
+        def forward(self, x):
+            return x * self.scale.item()
+    ```
+
+    ## Use instead
+    ```python
+    from torch import nn
+
+    class Scaled(nn.Module):
+        def forward(self, x):
+            return x * self.scale
+    ```
+    """
+
+    code = "TW125"
+    name = "numpy-in-forward"
+    family = "modules"
+    severity = Severity.WARNING
+    message = "{what} in {where} leaves autograd: gradients stop here"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        role = self.role
+        if role is None or ctx.in_no_grad:
+            return
+        where = "`forward`" if role == "forward" else "a loss function"
+        func = node.func
+        qualname = ctx.call_name(node)
+        if qualname is not None and qualname.startswith("numpy."):
+            if any(self.is_tensor(ctx, arg, inputs=True) for arg in node.args):
+                ctx.report(
+                    self,
+                    node,
+                    what=f"`{qualname.replace('numpy', 'np', 1)}` on a tensor",
+                    where=where,
+                )
+            return
+        if not isinstance(func, ast.Attribute) or node.args or node.keywords:
+            return
+        if func.attr in _NUMPY_BREAKERS and self._attached(ctx, func.value):
+            ctx.report(self, node, what="`.numpy()`", where=where)
+        elif func.attr in _SCALARS and self._feeds_tensor_math(ctx, node, role):
+            ctx.report(self, node, what=f"`.{func.attr}()`", where=where)
+
+    def _attached(self, ctx: Context, receiver: ast.expr) -> bool:
+        """A graph-carrying tensor (a submodule output, a parameter) not detached
+        on the way: ``.numpy()`` raises on it while gradients are enabled."""
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+            if receiver.func.attr in {"detach", "detach_", "item", "tolist"}:
+                return False
+            if receiver.func.attr not in TENSOR_METHODS:
+                break
+            receiver = receiver.func.value
+        return param_like(receiver) or self.is_tensor(ctx, receiver)
+
+    def _feeds_tensor_math(self, ctx: Context, node: ast.Call, role: str) -> bool:
+        parents = ctx.parents
+        parent = parents[-1] if parents else None
+        if isinstance(parent, (ast.List, ast.Tuple)) and len(parents) >= 2:
+            parent = parents[-2]
+        if isinstance(parent, ast.Call) and factory(ctx, parent) is not None:
+            return node in parent.args or isinstance(parents[-1], (ast.List, ast.Tuple))
+        if isinstance(parent, ast.BinOp) and isinstance(
+            parent.op, (ast.Mult, ast.Div, ast.Add, ast.Sub, ast.Pow)
+        ):
+            other = parent.right if parent.left is node else parent.left
+            return self.is_tensor(ctx, other, inputs=True)
+        return isinstance(parent, ast.Return) and role == "loss"

@@ -1,0 +1,93 @@
+"""TW206 created-then-moved (performance).
+
+The class docstring is its user documentation (`torchwise rules TW206`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Applicability, Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._performance import _applicability, _moved_to
+from torchwise.review.rules._tensors import (
+    chained_method,
+    factory,
+    move_into_factory,
+    move_target,
+    passes_device,
+)
+from torchwise.review.rules._util import (
+    in_test_code,
+    is_true,
+    keyword,
+)
+
+
+@rule
+class CreatedThenMoved(Rule):
+    """## What it does
+    Flags `torch.zeros/ones/empty/full/arange/eye/rand/randn/...(...)` followed
+    directly by `.to(device)` or `.cuda()`, in code that runs repeatedly: inside
+    a loop, or in a method of an `nn.Module` other than `__init__`.
+
+    ## Why is this bad?
+    The tensor is allocated and filled on the CPU, then copied to the device
+    through pageable memory, which blocks the host: two allocations and a
+    transfer where one kernel on the device would do.
+
+    ## Example
+    ```python
+    import torch
+
+    for x in loader:
+        mask = torch.ones(x.shape[0], x.shape[1]).to(device)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    for x in loader:
+        mask = torch.ones(x.shape[0], x.shape[1], device=device)
+    ```
+
+    ## Fix safety
+    Safe for deterministic factories (`zeros`, `ones`, `full`, `empty`, `eye`,
+    integer `arange`): the values are the same. Unsafe for random factories
+    and `linspace`/float `arange`, whose values come from the device's own
+    generator or kernels. No fix is offered when the move also changes the
+    dtype or the creation pins memory.
+    """
+
+    code = "TW206"
+    name = "created-then-moved"
+    family = "performance"
+    severity = Severity.WARNING
+    impact = "performance"
+    message = "`torch.{name}(...)` is built on the CPU then copied: pass `device=` instead"
+    fix = Applicability.SAFE
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        name = factory(ctx, node)
+        if name is None or name in {"tensor", "as_tensor"} or passes_device(node):
+            return  # building from host data copies it either way
+        if is_true(getattr(keyword(node, "requires_grad"), "value", None)):
+            return  # TW126: a bug, not just slow
+        if keyword(node, "generator") is not None or in_test_code(ctx):
+            return  # drawn on the CPU's generator on purpose (same numbers on any device); tests
+        move = chained_method(ctx, node)
+        if move is None or _moved_to(ctx, move) is None:
+            return
+        function = ctx.function
+        hot = bool(ctx.loops) or (
+            function is not None and function.in_module_class and function.name != "__init__"
+        )
+        if not hot:
+            return
+        fix = None
+        device = move_target(ctx, move)
+        if device is not None and not keyword(node, "pin_memory"):
+            fix = move_into_factory(ctx, node, move, device, _applicability(name, node))
+        ctx.report(self, node, fix=fix, name=name)

@@ -1,0 +1,52 @@
+"""TW303 numpy-load-allow-pickle (security).
+
+The class docstring is its user documentation (`torchwise rules TW303`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._security import _argument
+from torchwise.review.rules._util import (
+    is_true,
+)
+
+
+@rule
+class NumpyAllowPickle(Rule):
+    """## What it does
+    Flags `np.load(..., allow_pickle=True)`.
+
+    ## Why is this bad?
+    With `allow_pickle=True`, NumPy unpickles object arrays stored in the
+    file, and unpickling runs whatever code the file names. Arrays of numbers
+    never need it.
+
+    ## Example
+    ```python
+    import numpy as np
+
+    features = np.load("features.npy", allow_pickle=True)
+    ```
+
+    ## Use instead
+    ```python
+    import numpy as np
+
+    features = np.load("features.npy")
+    ```
+    """
+
+    code = "TW303"
+    name = "numpy-load-allow-pickle"
+    family = "security"
+    severity = Severity.WARNING
+    message = "`numpy.load(allow_pickle=True)` unpickles object arrays: it can run any code"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        if ctx.call_name(node) == "numpy.load" and is_true(_argument(node, "allow_pickle", 2)):
+            ctx.report(self, node)

@@ -1,0 +1,68 @@
+"""TW501 log-of-softmax (numerics).
+
+The class docstring is its user documentation (`torchwise rules TW501`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Applicability, Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._numerics import SOFTMAX, producer
+from torchwise.review.rules._numerics_stable import _LOG_SOFTMAX_NAMES, _logged, _unwrap
+from torchwise.review.rules._util import rename_attribute
+
+
+@rule
+class LogOfSoftmax(Rule):
+    """## What it does
+    Flags `torch.log(F.softmax(x, dim))` and `x.softmax(dim).log()`.
+
+    ## Why is this bad?
+    Softmax underflows to exactly 0 for logits far below the maximum, and
+    `log(0)` is `-inf`: the loss becomes infinite and gradients NaN.
+    `log_softmax` computes the same values with the log-sum-exp trick and
+    never underflows; it is also one kernel instead of two.
+
+    ## Example
+    ```python
+    import torch
+    import torch.nn.functional as F
+
+    log_probs = torch.log(F.softmax(logits, dim=-1))
+    ```
+
+    ## Use instead
+    ```python
+    import torch.nn.functional as F
+
+    log_probs = F.log_softmax(logits, dim=-1)
+    ```
+
+    ## Fix safety
+    Safe: `log_softmax` takes the same arguments (`dim`, `dtype`) and computes
+    the same function; results differ only where the original lost precision
+    (values that underflowed to `-inf` become finite). Offered when the
+    softmax is spelled `F.softmax`, `torch.softmax`, `x.softmax` or
+    `nn.Softmax(...)`, so the new name resolves where the old one did.
+    """
+
+    code = "TW501"
+    name = "log-of-softmax"
+    family = "numerics"
+    severity = Severity.WARNING
+    message = "`log` of a softmax underflows to -inf; use `log_softmax`"
+    fix = Applicability.SAFE
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        inner = _logged(node, ctx)
+        if not isinstance(inner, ast.Call) or producer(inner, ctx) != SOFTMAX:
+            return
+        target = inner.func.func if isinstance(inner.func, ast.Call) else inner.func
+        fix = None
+        if isinstance(target, ast.Attribute) and target.attr in _LOG_SOFTMAX_NAMES:
+            rename = rename_attribute(ctx, target, _LOG_SOFTMAX_NAMES[target.attr])
+            fix = _unwrap(ctx, node, inner, rename, "Use `log_softmax`")
+        ctx.report(self, node, fix=fix)

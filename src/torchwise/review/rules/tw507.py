@@ -1,0 +1,67 @@
+"""TW507 log-of-sigmoid (numerics).
+
+The class docstring is its user documentation (`torchwise rules TW507`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review.context import Context
+from torchwise.review.findings import Applicability, Fix, Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._numerics import SIGMOID, producer
+from torchwise.review.rules._numerics_stable import _logged, _single_argument
+from torchwise.review.rules._util import replace, torch_is_imported
+
+
+@rule
+class LogOfSigmoid(Rule):
+    """## What it does
+    Flags `torch.log(torch.sigmoid(x))` and `x.sigmoid().log()`.
+
+    ## Why is this bad?
+    `sigmoid(x)` rounds to exactly 0 for `x` below about -88 in float32 (-17
+    in float16), and the log of it is `-inf`. `F.logsigmoid` computes
+    `-softplus(-x)`, which is exact for every `x`.
+
+    ## Example
+    ```python
+    import torch
+
+    log_p = torch.log(torch.sigmoid(scores))
+    ```
+
+    ## Use instead
+    ```python
+    import torch.nn.functional as F
+
+    log_p = F.logsigmoid(scores)
+    ```
+
+    ## Fix safety
+    Safe: the same function without the underflow. Offered when `torch` is
+    imported under its own name (the fix writes `torch.nn.functional.logsigmoid`).
+    """
+
+    code = "TW507"
+    name = "log-of-sigmoid"
+    family = "numerics"
+    severity = Severity.WARNING
+    message = "`log` of a sigmoid underflows to -inf; use `F.logsigmoid`"
+    fix = Applicability.SAFE
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        inner = _logged(node, ctx)
+        if not isinstance(inner, ast.Call) or producer(inner, ctx) != SIGMOID:
+            return
+        argument: ast.expr | None = None
+        if isinstance(inner.func, ast.Attribute) and ctx.qualname(inner.func) is None:
+            argument = None if inner.args or inner.keywords else inner.func.value
+        elif not isinstance(inner.func, ast.Call):
+            argument = _single_argument(inner)
+        fix = None
+        if argument is not None and torch_is_imported(ctx):
+            text = f"torch.nn.functional.logsigmoid({ctx.text(argument)})"
+            fix = Fix("Use `F.logsigmoid`", (replace(ctx, node, text),), Applicability.SAFE)
+        ctx.report(self, node, fix=fix)

@@ -1,0 +1,119 @@
+"""TW603 checkpoint-without-optimizer (checkpoints).
+
+The class docstring is its user documentation (`torchwise rules TW603`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._checkpoints import _PROGRESS_KEYS
+from torchwise.review.rules._performance import trains
+from torchwise.review.summary import SaveFact
+
+
+@rule
+class CheckpointWithoutOptimizer(Rule):
+    """## What it does
+    Flags `torch.save({...})` of a resumable checkpoint (a dict holding a
+    model's `state_dict()`, in a file that trains or next to an `epoch`/`step`
+    entry) that has no optimizer state, in a file that does not save the
+    optimizer's `state_dict()` on its own either.
+
+    ## Why is this bad?
+    Resuming from it restarts the optimizer from scratch: Adam's moment
+    estimates and SGD's momentum are lost, and the learning-rate warm-up
+    effectively repeats, so the resumed run diverges from an uninterrupted one
+    (often with a loss spike).
+
+    ## Example
+    ```python
+    import torch
+
+    torch.save({"epoch": epoch, "model": model.state_dict()}, "last.pt")
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    torch.save(
+        {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        "last.pt",
+    )
+    ```
+    """
+
+    code = "TW603"
+    name = "checkpoint-without-optimizer"
+    family = "checkpoints"
+    severity = Severity.WARNING
+    in_test_modules = False
+    impact = "results"
+    message = "checkpoint saves the model but not the optimizer: resuming resets its state"
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        saves = [save for path, save in ctx.project.saves() if path == ctx.path]
+        if any(save.whole == "optimizer_state" for path, save in ctx.project.saves()):
+            return  # the project saves the optimizer's state on its own
+        file_trains = trains(module.calls)
+        candidates = [
+            save
+            for save in saves
+            if _resumable(save) and not _has_optimizer(save) and (_progress(save) or file_trains)
+        ]
+        if not candidates:
+            return
+        resume = next(
+            (
+                load
+                for load in module.loads.values()
+                if load.keys & _PROGRESS_KEYS and not any(_optimizer_key(k) for k in load.keys)
+            ),
+            None,
+        )
+        if resume is not None:
+            # Resuming is where the missing state bites: report there, once.
+            message = (
+                "resuming restores the model and the epoch but not the optimizer (the checkpoint "
+                f"saved at line {candidates[0].line} has no optimizer state): it restarts fresh"
+            )
+            ctx.report(self, resume.node, message=message)
+            return
+        for save in candidates:
+            ctx.report(self, _line(ctx, save.line))
+
+
+def _resumable(save: SaveFact) -> bool:
+    return save.whole is None and any(
+        kind == "model_state" or (kind == "state" and not _optimizer_key(key))
+        for key, kind in save.keys.items()
+    )
+
+
+def _has_optimizer(save: SaveFact) -> bool:
+    return any(
+        _optimizer_key(key) or kind in {"optimizer_state", "optimizer"}
+        for key, kind in save.keys.items()
+    )
+
+
+def _progress(save: SaveFact) -> bool:
+    return any(key.lower() in _PROGRESS_KEYS for key in save.keys)
+
+
+def _optimizer_key(key: str) -> bool:
+    key = key.lower()
+    return "optim" in key or key in {"opt", "opt_state"}
+
+
+def _line(ctx: Context, line: int) -> ast.AST:
+    text = ctx.lines[line - 1] if 0 < line <= len(ctx.lines) else ""
+    start = len(text) - len(text.lstrip())
+    return ast.Pass(
+        lineno=line, col_offset=start, end_lineno=line, end_col_offset=len(text.rstrip())
+    )

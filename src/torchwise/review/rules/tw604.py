@@ -1,0 +1,144 @@
+"""TW604 unseeded-training-script (checkpoints).
+
+The class docstring is its user documentation (`torchwise rules TW604`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchwise.review import effects as E
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.project import TOP_LEVEL
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._checkpoints import _loop_header, _trains
+from torchwise.review.rules._loops import top_level_calls
+
+
+@rule
+class UnseededTrainingScript(Rule):
+    """## What it does
+    Flags a training script that never seeds its random number generators: a
+    file that runs training when executed (an `if __name__ == "__main__":`
+    entry point, or top-level code) and reaches `backward()` and an optimizer
+    step, directly or through the functions and methods it calls (in any file
+    of the project), without ever calling `torch.manual_seed`, `random.seed`,
+    `np.random.seed`, `seed_everything`, `set_seed` or anything else whose name
+    mentions `seed` (seeding only when a `--seed` flag is given counts); and one that
+    seeds only torch but draws from Python's `random` or NumPy's generator in the same file.
+    Reported once per file, at its first training loop (or its entry point).
+
+    ## Why is this bad?
+    Weight initialisation, data shuffling, augmentation and dropout then
+    differ on every run: results cannot be reproduced, two runs cannot be
+    compared fairly, and a bug that appears once may never appear again.
+
+    ## Example
+    ```python
+    import torch
+
+    def main():
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    if __name__ == "__main__":
+        main()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    def main():
+        torch.manual_seed(0)
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    if __name__ == "__main__":
+        main()
+    ```
+    """
+
+    code = "TW604"
+    name = "unseeded-training-script"
+    family = "checkpoints"
+    severity = Severity.WARNING
+    in_test_modules = False
+    message = "this training script never seeds its random generators: runs are not reproducible"
+
+    def __init__(self) -> None:
+        self.entry_point: ast.If | None = None
+
+    def visit_If(self, node: ast.If, ctx: Context) -> None:
+        if ctx.function is None and not ctx.classes and _is_main_guard(node.test):
+            self.entry_point = self.entry_point or node
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
+        if not {E.LEARNS, E.STEP} <= effects:
+            return  # the file does not train when run
+        if E.SEED in effects:
+            self._check_partial(module, ctx)
+            return  # seeded somewhere on the way
+        if any(E.is_seed(call) for call in module.calls):
+            return  # seeds in a function this file defines (a helper it may call)
+        loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
+        training = [loop for loop in loops if _trains(loop)]
+        if training:
+            first = min(training, key=lambda loop: getattr(loop.node, "lineno", 0))
+            ctx.report(self, _loop_header(first.node))
+        elif self.entry_point is not None:
+            ctx.report(self, _line_of(self.entry_point))
+        else:
+            top = [c for c in top_level_calls(module) if c.target is not None]
+            trainer = next((c for c in top if E.LEARNS in ctx.project.effects(c.target)), None)
+            if trainer is not None:
+                ctx.report(self, trainer.node)
+
+    def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
+        """Seeds torch only, but draws from Python's or NumPy's generator here."""
+        seeds = [c.qualname or "" for c in module.calls if E.is_seed(c)]
+        if not seeds or not all(_TORCH_SEED.match(name) for name in seeds):
+            return  # seeded elsewhere (can't tell what), or beyond torch
+        for call in module.calls:
+            name = call.qualname or ""
+            generator = _UNSEEDED_DRAW.match(name)
+            if generator is not None:
+                message = (
+                    "this training script seeds torch but draws from `{generator}`, "
+                    "which is never seeded: runs are not reproducible"
+                )
+                ctx.report(self, call.node, message=message, generator=generator.group(1))
+                return
+
+
+_TORCH_SEED = re.compile(r"torch\.(cuda\.)?(manual_seed(_all)?|random\.manual_seed)$")
+_UNSEEDED_DRAW = re.compile(r"(random|numpy\.random)\.(?!seed$|get_state$|set_state$)\w+$")
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+    )
+
+
+def _line_of(node: ast.If) -> ast.AST:
+    """The ``if __name__ == "__main__":`` line itself."""
+    test = node.test
+    return ast.Pass(
+        lineno=node.lineno,
+        col_offset=node.col_offset,
+        end_lineno=test.end_lineno,
+        end_col_offset=test.end_col_offset,
+    )

@@ -1,0 +1,70 @@
+"""TW605 argparse-type-bool (checkpoints).
+
+The class docstring is its user documentation (`torchwise rules TW605`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.findings import Severity
+from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._util import keyword
+
+
+@rule
+class ArgparseTypeBool(Rule):
+    """## What it does
+    Flags `parser.add_argument(..., type=bool)`.
+
+    ## Why is this bad?
+    argparse calls `bool()` on the string from the command line, and every
+    non-empty string is true: `--amp False`, `--shuffle 0` and `--pretrained no`
+    all give `True`. The run silently uses the opposite of the setting asked
+    for, and the logged configuration says otherwise.
+
+    ## Example
+    ```python
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pretrained", type=bool, default=False)
+    ```
+
+    ## Use instead
+    ```python
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False)
+    ```
+    """
+
+    code = "TW605"
+    name = "argparse-type-bool"
+    family = "checkpoints"
+    severity = Severity.WARNING
+    impact = "results"
+    message = "`type=bool` makes every non-empty value true (`{flag} False` is True)"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr != "add_argument":
+            return
+        item = keyword(node, "type")
+        if item is None or not (isinstance(item.value, ast.Name) and item.value.id == "bool"):
+            return
+        receiver = ctx.value_of(func.value)
+        parser = receiver is not None and receiver.kind == F.PARSER
+        if parser or ctx.qualname(ast.Name("argparse")) == "argparse":
+            flag = next(
+                (
+                    a.value
+                    for a in node.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                ),
+                "--flag",
+            )
+            ctx.report(self, item, flag=flag)

@@ -1,0 +1,621 @@
+"""One file's contribution to the project index: what other files may need to
+know about it, in plain data that the cache stores as JSON.
+
+A :class:`ModuleSummary` lists the file's imports, its classes (bases, layers,
+the activation their output ends in, a ``train`` override), its functions
+(what they do, what they do to their parameters, the calls they make with the
+values they pass), its ``torch.save`` sites and whether it is a script. The
+:class:`Summarizer` builds it by riding the engine's pass like a rule, so
+names and values resolve exactly as the rules see them. Names stay as the file
+wrote them ("models.Net", ".utils.seed_all"); :mod:`.project` resolves them
+across files.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from torchwise.review import effects as E
+from torchwise.review import facts as F
+from torchwise.review.context import Context
+from torchwise.review.project import NAMESPACE_NAMES, TOP_LEVEL
+from torchwise.review.registry import Rule
+
+Json = Any
+
+
+@dataclass
+class ArgFact:
+    """A value passed, returned or stored, as far as the file shows."""
+
+    kind: str | None = None
+    origin: str | None = None  # written qualname of what produced it
+    name: str | None = None  # the dotted name passed ("train_loader")
+    literal: Json = None  # True/False/None/numbers/strings, as written
+    has_literal: bool = False
+    activation: str | None = None
+    line: int | None = None  # where the value (or its activation) was made
+    guessed: bool = False  # known only from the name it has (`model`, `loader`)
+    flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
+
+
+@dataclass
+class CallFact:
+    #: How the callee is named: ["name", "f"] | ["written", "engine.train_one_epoch"]
+    #: | ["self", "Class", "method"] | ["value", "<written class>", "method"].
+    ref: list[str]
+    line: int
+    col: int
+    branch: list[tuple[str, bool]]
+    args: list[ArgFact] = field(default_factory=list)
+    keywords: dict[str, ArgFact] = field(default_factory=dict)
+    no_grad: bool = False
+    in_loop: bool = False
+
+
+@dataclass
+class LoopFact:
+    iterated: str | None  # the dotted name iterated over
+    effects: list[str]  # direct effects of the calls inside
+    calls: list[int]  # indices into FunctionFact.calls of the calls inside
+
+
+@dataclass
+class FunctionFact:
+    qualname: str  # "f", "Class.method" or TOP_LEVEL
+    line: int
+    params: list[str] = field(default_factory=list)
+    defaults: dict[str, ArgFact] = field(default_factory=dict)
+    #: Ordered direct effects: [effect, line, col, branch].
+    events: list[tuple[str, int, int, list[tuple[str, bool]]]] = field(default_factory=list)
+    calls: list[CallFact] = field(default_factory=list)
+    #: param -> what the function does with it: "call", "module", "optimizer"
+    param_uses: dict[str, list[str]] = field(default_factory=dict)
+    loops: list[LoopFact] = field(default_factory=list)
+    no_grad: bool = False  # decorated with no_grad/inference_mode
+    returns: ArgFact | None = None
+    class_name: str | None = None
+
+
+@dataclass
+class ClassFact:
+    name: str
+    line: int
+    bases: list[str]  # written qualnames ("<local>.Base" for this file)
+    layers: list[str] = field(default_factory=list)  # nn constructors used in the class
+    attributes: dict[str, ArgFact] = field(default_factory=dict)  # self.<attr> in __init__
+    #: The activation each element of forward's return value ends in.
+    returns: list[ArgFact] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+    #: ``def train(self, ...)``: its parameters and whether it still sets the mode.
+    train_params: list[str] | None = None
+    train_required: int = 0  # parameters without a default
+    train_sets_mode: bool = False
+    train_line: int | None = None
+    #: Attributes whose parameters every instance freezes (in __init__ or a
+    #: method __init__ calls): `for p in self.resnet.parameters(): p.requires_grad = False`.
+    frozen: list[str] = field(default_factory=list)
+    #: Parameters of __init__ without a default (a no-argument build needs 0).
+    init_required: int = 0
+    #: The first input layer built in __init__ and its leading integer arguments:
+    #: ["torch.nn.Conv2d", 3, 64] (what an example input must look like).
+    first_layer: list[str | int] = field(default_factory=list)
+
+
+@dataclass
+class SaveFact:
+    line: int
+    path: str | None  # the literal file name, when written as a string
+    path_text: str
+    #: What is saved, when not a dict: "module", "optimizer", "namespace",
+    #: "array", "state", "other", or "param:<name>" for a parameter of the
+    #: enclosing function (the index asks its callers what they pass).
+    whole: str | None
+    keys: dict[str, str] = field(default_factory=dict)  # dict key -> what it holds
+    function: str | None = None  # qualname of the enclosing function
+
+
+@dataclass
+class ModuleSummary:
+    path: str
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> written qualname
+    star_imports: list[str] = field(default_factory=list)
+    classes: dict[str, ClassFact] = field(default_factory=dict)
+    functions: dict[str, FunctionFact] = field(default_factory=dict)
+    saves: list[SaveFact] = field(default_factory=list)
+    entry_point: bool = False
+    parsed: bool = True
+    #: A hash of the source it summarises: a summary is a function of its text.
+    source_hash: str = ""
+
+    def to_json(self) -> Json:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Json) -> ModuleSummary:
+        def arg(item: Json) -> ArgFact | None:
+            return None if item is None else ArgFact(**item)
+
+        def call(item: Json) -> CallFact:
+            return CallFact(
+                ref=item["ref"],
+                line=item["line"],
+                col=item["col"],
+                branch=[(b[0], b[1]) for b in item["branch"]],
+                args=[ArgFact(**a) for a in item["args"]],
+                keywords={k: ArgFact(**a) for k, a in item["keywords"].items()},
+                no_grad=item["no_grad"],
+                in_loop=item["in_loop"],
+            )
+
+        def function(item: Json) -> FunctionFact:
+            return FunctionFact(
+                qualname=item["qualname"],
+                line=item["line"],
+                params=item["params"],
+                defaults={k: ArgFact(**a) for k, a in item["defaults"].items()},
+                events=[(e[0], e[1], e[2], [(b[0], b[1]) for b in e[3]]) for e in item["events"]],
+                calls=[call(c) for c in item["calls"]],
+                param_uses=item["param_uses"],
+                loops=[LoopFact(**loop) for loop in item["loops"]],
+                no_grad=item["no_grad"],
+                returns=arg(item["returns"]),
+                class_name=item["class_name"],
+            )
+
+        def klass(item: Json) -> ClassFact:
+            return ClassFact(
+                **{
+                    **item,
+                    "attributes": {k: ArgFact(**a) for k, a in item["attributes"].items()},
+                    "returns": [ArgFact(**a) for a in item["returns"]],
+                }
+            )
+
+        return cls(
+            path=data["path"],
+            imports=data["imports"],
+            star_imports=data["star_imports"],
+            classes={k: klass(v) for k, v in data["classes"].items()},
+            functions={k: function(v) for k, v in data["functions"].items()},
+            saves=[SaveFact(**s) for s in data["saves"]],
+            entry_point=data["entry_point"],
+            parsed=data["parsed"],
+            source_hash=data["source_hash"],
+        )
+
+    def digest(self) -> str:
+        """Changes whenever the summary can: with the text it was made from."""
+        return self.source_hash
+
+
+def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
+    if expr is None:
+        return ArgFact()
+    fact = ArgFact(name=ctx.dotted(expr))
+    if isinstance(expr, ast.Constant) and isinstance(
+        expr.value, (bool, int, float, str, type(None))
+    ):
+        fact.literal, fact.has_literal = expr.value, True
+    value = ctx.value_of(expr)
+    if value is not None:
+        fact.kind, fact.origin, fact.activation = value.kind, value.origin, value.activation
+        node = value.node
+        fact.line = getattr(node, "lineno", None)
+        if value.activation_at is not None and value.activation_at[0] is None:
+            fact.line = value.activation_at[1]  # where the activation is applied
+        fact.guessed = "guessed" in value.flags
+        fact.flags = sorted(value.flags - {"guessed"})
+    return fact
+
+
+def call_ref(ctx: Context, call: ast.Call) -> list[str] | None:
+    """How ``call`` names a callee that may be a project function (see CallFact.ref)."""
+    func = call.func
+    qualname = ctx.call_name(call)
+    if qualname is not None:
+        if qualname.startswith(("torch.", "numpy.", "math.", "os.", "sys.", "builtins.")):
+            return None
+        return ["written", qualname]
+    if isinstance(func, ast.Name):
+        return ["name", func.id]
+    if not isinstance(func, ast.Attribute):
+        return None
+    receiver = func.value
+    if isinstance(receiver, ast.Name) and receiver.id == "self" and ctx.classes:
+        function = ctx.function
+        if function is not None and function.class_name is not None:
+            return ["self", function.class_name, func.attr]
+    value = ctx.value_of(receiver)
+    if (
+        value is not None
+        and value.origin is not None
+        and value.kind in (F.MODULE, F.INSTANCE, None)
+    ):
+        if value.kind == F.MODULE and func.attr in {"train", "eval", "to", "cuda", "cpu"}:
+            return None  # mode and device setters of an nn.Module
+        if value.origin.startswith(("torch.", "numpy.")):
+            return None
+        return ["value", value.origin, func.attr]
+    return None
+
+
+class Summarizer(Rule):
+    """Rides the engine pass (never registered) and fills a ModuleSummary."""
+
+    code = "TW000"
+    name = "summary"
+
+    def __init__(self, path: str) -> None:
+        self.summary = ModuleSummary(path=path)
+        self.call_facts: dict[ast.Call, CallFact] = {}
+        self.returns: dict[int, ArgFact] = {}  # id(function node) -> first returned value
+        self.forward_returns: dict[str, list[ArgFact]] = {}
+        # (id of the function or 0, name) -> what each key of the dict literal it
+        # was last assigned holds: `state = {"model": model, ...}` then torch.save(state)
+        self.dicts: dict[tuple[int, str], dict[str, str]] = {}
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        value = node.value
+        if not isinstance(value, ast.Dict) or any(key is None for key in value.keys):
+            return
+        kinds = {
+            key.value: _saved_kind(ctx, item)
+            for key, item in zip(value.keys, value.values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        }
+        owner = id(ctx.function) if ctx.function is not None else 0
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                self.dicts[(owner, target.id)] = kinds
+
+    # -- module-level facts -------------------------------------------------
+    def visit_If(self, node: ast.If, ctx: Context) -> None:
+        if ctx.function is None and "__main__" in ctx.text(node.test):
+            self.summary.entry_point = True
+
+    def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:
+        if ctx.function is None and any(alias.name == "*" for alias in node.names):
+            module = "." * node.level + (node.module or "")
+            self.summary.star_imports.append(module)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        ref = call_ref(ctx, node)
+        if ref is not None:
+            self.call_facts[node] = CallFact(
+                ref=ref,
+                line=node.lineno,
+                col=node.col_offset,
+                branch=list(ctx.branch),
+                args=[arg_fact(ctx, arg) for arg in node.args if not isinstance(arg, ast.Starred)],
+                keywords={k.arg: arg_fact(ctx, k.value) for k in node.keywords if k.arg},
+                no_grad=ctx.in_no_grad,
+                in_loop=bool(ctx.loops),
+            )
+        if ctx.call_name(node) == "torch.save" and node.args:
+            fact = save_fact(ctx, node)
+            saved = node.args[0]
+            if isinstance(saved, ast.Name) and not fact.keys:
+                owner = id(ctx.function) if ctx.function is not None else 0
+                known = self.dicts.get((owner, saved.id))
+                if known is not None:
+                    fact.keys, fact.whole = dict(known), None
+            function = ctx.function
+            if function is not None:
+                fact.function = (
+                    f"{function.class_name}.{function.name}"
+                    if function.class_name
+                    else function.name
+                )
+            self.summary.saves.append(fact)
+
+    def visit_Return(self, node: ast.Return, ctx: Context) -> None:
+        function = ctx.function
+        if function is None or node.value is None:
+            return
+        if function.name == "forward" and function.in_module_class and function.class_name:
+            elements = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            facts = [arg_fact(ctx, element) for element in elements]
+            self.forward_returns.setdefault(function.class_name, facts)
+        self.returns.setdefault(id(function.node), arg_fact(ctx, node.value))
+
+    # -- regions --------------------------------------------------------------
+    def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
+        qualname = function.name
+        if function.class_name is not None:
+            qualname = f"{function.class_name}.{function.name}"
+        if len(ctx.functions) > 0:
+            return  # a nested function is part of its parent
+        fact = self._function(qualname, function, function.calls, function.loops, ctx)
+        fact.no_grad = function.no_grad
+        fact.class_name = function.class_name
+        fact.returns = self.returns.get(id(function.node))
+        node = function.node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            positional = [*node.args.posonlyargs, *node.args.args]
+            fact.params = [a.arg for a in [*positional, *node.args.kwonlyargs]]
+            defaults = node.args.defaults
+            for arg, default in zip(
+                positional[len(positional) - len(defaults) :], defaults, strict=False
+            ):
+                fact.defaults[arg.arg] = arg_fact(ctx, default)
+            for arg, kw_default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=False):
+                if kw_default is not None:
+                    fact.defaults[arg.arg] = arg_fact(ctx, kw_default)
+        self.summary.functions[qualname] = fact
+
+    def leave_class(self, frame: Any, ctx: Context) -> None:
+        node: ast.ClassDef = frame.node
+        if len(ctx.classes) > 1 or ctx.function is not None:
+            return  # nested classes are not importable by name
+        bases = []
+        for base in node.bases:
+            written = ctx.qualname(base) or ctx.dotted(base)
+            if written is not None:
+                bases.append(
+                    written if "." in written or written.startswith("<") else f"<local>.{written}"
+                )
+        fact = ClassFact(name=node.name, line=node.lineno, bases=bases)
+        fact.attributes = {
+            attr: ArgFact(
+                kind=v.kind,
+                origin=v.origin,
+                activation=v.activation,
+                line=getattr(v.node, "lineno", None),
+                guessed="guessed" in v.flags,
+                flags=sorted(v.flags - {"guessed"}),
+            )
+            for attr, v in frame.attributes.items()
+        }
+        fact.returns = self.forward_returns.get(node.name, [])
+        methods = [f for f in ctx.module.functions if f.class_name == node.name]
+        fact.methods = sorted({f.name for f in methods})
+        layers: set[str] = set()
+        for method in methods:
+            for call in method.calls:
+                qualname = call.qualname or ""
+                if qualname.startswith("torch.nn.") or qualname.startswith("<local>."):
+                    layers.add(qualname)
+                elif call.target is None and qualname and "." in qualname:
+                    layers.add(qualname)  # a library layer or model: resolved or not
+            if method.name == "train" and isinstance(method.node, ast.FunctionDef):
+                args = method.node.args
+                fact.train_params = [a.arg for a in [*args.posonlyargs, *args.args]][1:]
+                fact.train_required = len(fact.train_params) - len(args.defaults)
+                fact.train_line = method.node.lineno
+                first = fact.train_params[0] if fact.train_params else None
+                fact.train_sets_mode = any(
+                    _sets_mode(call, first) for call in method.calls
+                ) or _assigns_training(method.node)
+        fact.layers = sorted(layers)
+        fact.frozen = _frozen_at_construction(node.name, methods, ctx)
+        init = next((m for m in methods if m.name == "__init__"), None)
+        if init is not None and isinstance(init.node, ast.FunctionDef):
+            arguments = init.node.args
+            fact.init_required = len(arguments.args) - 1 - len(arguments.defaults)
+            fact.first_layer = _first_layer(init)
+        self.summary.classes[node.name] = fact
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        inside = {call for function in module.functions for call in function.calls}
+        top = [call for call in module.calls if call not in inside]
+        self.summary.functions[TOP_LEVEL] = self._function(TOP_LEVEL, None, top, module.loops, ctx)
+        self.summary.imports = {
+            name: target for name, target in ctx.scopes[0].imports.items() if target
+        }
+
+    def _function(
+        self,
+        qualname: str,
+        function: F.FunctionFacts | None,
+        calls: list[F.CallEvent],
+        loops: list[F.LoopFacts],
+        ctx: Context,
+    ) -> FunctionFact:
+        line = getattr(function.node, "lineno", 1) if function else 1
+        fact = FunctionFact(qualname=qualname, line=line)
+        params = set(function.params) if function else set()
+        index: dict[int, int] = {}
+        for call in calls:
+            for effect in E.direct_effects(call):
+                fact.events.append(
+                    (effect, call.node.lineno, call.node.col_offset, list(call.branch))
+                )
+            found = self.call_facts.get(call.node)
+            if found is not None:
+                index[id(call)] = len(fact.calls)
+                fact.calls.append(found)
+            root = (call.receiver or "").split(".", 1)[0]
+            if root in params and call.method is not None:
+                use = "optimizer" if call.method in {"step", "zero_grad"} else "module"
+                if call.method in _MODULE_METHODS or use == "optimizer":
+                    _add(fact.param_uses, root, use)
+            func = call.node.func
+            if isinstance(func, ast.Name) and func.id in params:
+                _add(fact.param_uses, func.id, "call")
+        for loop in loops:
+            effects = sorted({e for call in loop.calls for e in E.direct_effects(call)})
+            inner = [index[id(call)] for call in loop.calls if id(call) in index]
+            fact.loops.append(LoopFact(loop.iterated, effects, inner))
+        return fact
+
+
+_INPUT_LAYERS = {
+    "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.Linear",
+    "torch.nn.Embedding", "torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN",
+}  # fmt: skip
+
+
+def _first_layer(init: F.FunctionFacts) -> list[str | int]:
+    """The first input layer ``__init__`` builds (a torch layer, or a part of the
+    project's own), with its leading integer arguments."""
+    for call in sorted(init.calls, key=lambda c: (c.node.lineno, c.node.col_offset)):
+        if call.qualname not in _INPUT_LAYERS and not call.builds_model:
+            continue
+        qualname = call.qualname
+        if qualname is None or (qualname.startswith("torch.nn.") and qualname not in _INPUT_LAYERS):
+            continue
+        numbers: list[str | int] = []
+        for arg in call.node.args[:2]:
+            if isinstance(arg, ast.Constant) and type(arg.value) is int:
+                numbers.append(arg.value)
+            else:
+                break
+        return [qualname, *numbers]
+    return []
+
+
+def _frozen_at_construction(
+    class_name: str, methods: list[F.FunctionFacts], ctx: Context
+) -> list[str]:
+    init = next((m for m in methods if m.name == "__init__"), None)
+    if init is None:
+        return []
+    at_construction = {"__init__"} | {
+        call.method for call in init.calls if call.receiver == "self" and call.method
+    }
+    frozen = set()
+    for freeze in ctx.module.freezes:
+        function = freeze.function
+        if (
+            function is not None
+            and function.class_name == class_name
+            and function.name in at_construction
+            and freeze.owner.startswith("self.")
+            and freeze.owner.count(".") == 1
+            and not freeze.partial
+        ):
+            frozen.add(freeze.owner[5:])
+    return sorted(frozen)
+
+
+_MODULE_METHODS = {
+    "eval", "train", "parameters", "named_parameters", "state_dict", "forward", "modules",
+    "children", "named_modules", "zero_grad", "init_hidden", "initHidden", "apply",
+}  # fmt: skip
+
+
+def _add(table: dict[str, list[str]], key: str, item: str) -> None:
+    items = table.setdefault(key, [])
+    if item not in items:
+        items.append(item)
+
+
+def _sets_mode(call: F.CallEvent, mode: str | None) -> bool:
+    """``super().train(mode)``, ``child.train(mode)``, ``.train(False)``, ``.eval()``:
+    a call that switches modes, not a training routine of the same name."""
+    if call.method == "eval" and not call.node.args:
+        return True
+    if call.method != "train":
+        return False
+    args = call.node.args
+    if not args:
+        return True
+    first = args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, bool):
+        return True
+    if isinstance(first, ast.Name) and first.id == mode:
+        return len(args) == 1 or isinstance(call.node.func, ast.Attribute)
+    return isinstance(first, ast.Name) and first.id == "self" and len(args) <= 2
+
+
+def _assigns_training(node: ast.FunctionDef) -> bool:
+    """``self.training = mode`` in a ``train`` override (a read-only look at its own body)."""
+    for statement in node.body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "training" for t in statement.targets
+        ):
+            return True
+    return False
+
+
+_SAVED_KINDS = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
+
+
+def _saved_kind(ctx: Context, expr: ast.expr) -> str:
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr == "state_dict":
+            owner = ctx.value_of(func.value)
+            if owner is not None and owner.kind == F.OPTIMIZER:
+                return "optimizer_state"
+            if owner is not None and owner.kind in (F.MODULE, F.SCHEDULER):
+                return "model_state" if owner.kind == F.MODULE else "scheduler_state"
+            if ctx.dotted(func.value) == "self":
+                return "model_state"
+            return "state"
+        if (ctx.call_name(expr) or "").startswith("numpy."):
+            return "array"
+    if isinstance(expr, (ast.List, ast.Tuple)) and expr.elts:
+        kinds = {_saved_kind(ctx, element) for element in expr.elts}
+        return kinds.pop() if len(kinds) == 1 else "other"
+    if isinstance(expr, ast.Constant):
+        return "state"
+    value = ctx.value_of(expr)
+    kind = None if value is None else _SAVED_KINDS.get(value.kind or "")
+    if kind is not None:
+        return kind
+    if isinstance(expr, ast.Name):
+        function = ctx.function
+        if function is not None and expr.id in function.params:
+            return f"param:{expr.id}"
+        if expr.id in NAMESPACE_NAMES and ctx.qualname(ast.Name("argparse")) == "argparse":
+            return "namespace"  # `"args": args` in a script that parses arguments
+    return "other"
+
+
+def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
+    saved = call.args[0]
+    target = call.args[1] if len(call.args) > 1 else None
+    if target is None:
+        item = next((k for k in call.keywords if k.arg == "f"), None)
+        target = item.value if item is not None else None
+    path = target.value if isinstance(target, ast.Constant) else None
+    fact = SaveFact(
+        line=call.lineno,
+        path=path if isinstance(path, str) else None,
+        path_text=ctx.text(target) if target is not None else "",
+        whole=None,
+    )
+    if isinstance(saved, ast.Dict) and all(key is not None for key in saved.keys):
+        for key, value in zip(saved.keys, saved.values, strict=False):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                fact.keys[key.value] = _saved_kind(ctx, value)
+    elif (
+        isinstance(saved, ast.Call)
+        and isinstance(saved.func, ast.Name)
+        and saved.func.id == "dict"
+        and not saved.args
+        and all(item.arg for item in saved.keywords)
+    ):
+        for item in saved.keywords:
+            fact.keys[item.arg or ""] = _saved_kind(ctx, item.value)
+    else:
+        fact.whole = _saved_kind(ctx, saved)
+    return fact
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def summarize_tree(tree: ast.Module, source: str, path: str) -> ModuleSummary:
+    """The summary of one parsed file (one engine pass, no rules)."""
+    from torchwise.review.engine import _Pass
+
+    summarizer = Summarizer(path)
+    ctx = Context(path, source, None)
+    try:
+        _Pass(ctx, [summarizer]).run(tree)
+    except RecursionError:
+        summarizer.summary = ModuleSummary(path=path, parsed=False)
+    summarizer.summary.source_hash = source_hash(source)
+    return summarizer.summary
+
+
+def unparsed(path: str, source: str = "") -> ModuleSummary:
+    """The summary of a file that could not be read or parsed."""
+    return ModuleSummary(path=path, parsed=False, source_hash=source_hash(source))

@@ -1,0 +1,497 @@
+"""What expressions hold: the value model behind ``Context.value_of``.
+
+A :class:`~torchwise.review.facts.Value` says what an expression is (a model
+of a given class, a loss and the models its graph reaches, a softmax output,
+what ``torch.load`` returned, a loader and whether its sampler draws a
+subset, ...). :class:`ValueReader` computes it from the call or the name,
+using the scopes and the project view that :class:`~.context.Context` keeps.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING, Any
+
+from torchwise.review import facts as F
+from torchwise.review.facts import Value
+
+if TYPE_CHECKING:
+    from torchwise.review.context import Context, Scope
+    from torchwise.review.view import ProjectView
+
+_LOSS_FUNCTIONS = re.compile(
+    r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div)$"
+)
+
+#: torch functions whose result is not "more of" their tensor arguments: the
+#: gradients of a loss are not a loss.
+_NOT_OF_ITS_ARGUMENTS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+#: torch functions that gather their tensor arguments into one with an extra dimension.
+_BATCHING = frozenset({"torch.stack", "torch.cat", "torch.tensor", "torch.as_tensor"})
+
+# Fallback kinds from conventional names, used only when no assignment told us.
+_NAME_KINDS = (
+    (re.compile(r"(^|_)(lr_)?sched(uler)?s?$|lr_scheduler$"), F.SCHEDULER),
+    (re.compile(r"(^|_)(optim|optimizer|optimiser|opt)s?(_\w+)?$"), F.OPTIMIZER),
+    (re.compile(r"(^|_)(grad_)?scaler$"), F.SCALER),
+    (re.compile(r"(^|_)(criterion|loss_fn|loss_func|loss_function|lossfn)$"), F.LOSS_FN),
+    (re.compile(r"(^|_)(model|net|network)$"), F.MODULE),
+    (re.compile(r"(^|_)loss$"), F.LOSS),
+    (re.compile(r"(^|_)(train_|val_|test_)?(data)?loader$"), F.LOADER),
+)
+
+#: Activations whose output a loss may wrongly receive.
+ACTIVATIONS = {
+    "torch.nn.functional.softmax": "softmax",
+    "torch.softmax": "softmax",
+    "torch.special.softmax": "softmax",
+    "torch.nn.functional.log_softmax": "log_softmax",
+    "torch.log_softmax": "log_softmax",
+    "torch.sigmoid": "sigmoid",
+    "torch.nn.functional.sigmoid": "sigmoid",
+    "torch.special.expit": "sigmoid",
+}
+ACTIVATION_MODULES = {
+    "torch.nn.Softmax": "softmax",
+    "torch.nn.LogSoftmax": "log_softmax",
+    "torch.nn.Sigmoid": "sigmoid",
+}
+
+#: Module methods that return the module itself.
+_SELF_RETURNING = {
+    "to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
+    "requires_grad_", "to_empty", "type", "share_memory",
+}  # fmt: skip
+#: Tensor methods that keep the graph (and so the value's provenance).
+_GRAPH_KEEPING = {
+    "view", "reshape", "float", "double", "half", "bfloat16", "to", "cuda", "cpu", "unsqueeze",
+    "squeeze", "expand", "repeat", "t", "transpose", "permute", "contiguous", "clone", "flip",
+    "mul", "add", "sub", "div", "exp", "log", "pow", "sqrt", "flatten", "mean", "sum",
+    "squeeze_", "unsqueeze_", "view_as", "reshape_as", "expand_as", "__getitem__", "chunk",
+    "split", "narrow", "select", "masked_fill", "type_as", "abs", "neg", "norm", "max", "min",
+}  # fmt: skip
+_DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
+_DROPOUT_LAYER = re.compile(r"^torch\.nn\.(\w*Dropout\w*|Transformer\w*)$")
+_NORM_LAYER = re.compile(r"^torch\.nn\.(BatchNorm\w*|SyncBatchNorm|LazyBatchNorm\w*)$")
+SHADOWED = ""  # the import binding of a name that code reassigned
+UNSET: Any = object()  # not computed yet (None is a value)
+#: A value known only from its name (`model`, `optimizer`): what it most likely is.
+_GUESSED = frozenset({"guessed"})
+#: The activation is the model's own last layer (not applied by this code).
+_MODEL_ACTIVATION = frozenset({"model_activation"})
+#: What a name holds after it is assigned a literal, a container or a
+#: comprehension: not a model or a loss, whatever the name says.
+UNTRACKED = Value(None)
+
+
+def kind_from_callee(qualname: str) -> str | None:
+    """The kind of value a call to ``qualname`` returns, when it is one we track."""
+    last = qualname.rsplit(".", 1)[-1]
+    if qualname.startswith("torch.optim.lr_scheduler.") or last in {
+        "get_scheduler",
+        "get_linear_schedule_with_warmup",
+        "get_cosine_schedule_with_warmup",
+    }:
+        return F.SCHEDULER
+    if qualname.startswith("torch.optim.") and last[:1].isupper():
+        return F.OPTIMIZER
+    if last == "GradScaler":
+        return F.SCALER
+    if last == "DataLoader":
+        return F.LOADER
+    if last == "DistributedSampler":
+        return F.SAMPLER
+    if qualname in {"torch.load", "torch.serialization.load"}:
+        return F.LOADED
+    if qualname == "argparse.ArgumentParser":
+        return F.PARSER
+    if _LOSS_FUNCTIONS.match(qualname):
+        return F.LOSS
+    if qualname.startswith("torch.nn.") and last[:1].isupper():
+        if last in {"Parameter", "Buffer", "UninitializedParameter"}:
+            return F.TENSOR
+        return F.LOSS_FN if last.endswith("Loss") else F.MODULE
+    if qualname in {"torch.compile", "torch.jit.script"}:
+        return F.MODULE
+    if qualname.startswith("torchvision.models.") and last[:1].islower():
+        return F.MODULE  # torchvision.models.resnet18(...)
+    if qualname.startswith("torch.utils.data.") and last.endswith("Dataset"):
+        return F.DATASET
+    return None
+
+
+class ValueReader:
+    """Mixin of :class:`~.context.Context`: what an expression holds."""
+
+    project: ProjectView
+    scopes: list[Scope]
+    _values: dict[int, Value | None]
+
+    @property
+    def _ctx(self) -> Context:
+        """This object, as the Context the project view is asked with."""
+        return self  # type: ignore[return-value]
+
+    if TYPE_CHECKING:
+
+        def call_name(self, call: ast.Call) -> str | None: ...
+        def qualname(self, expr: ast.AST) -> str | None: ...
+        def lookup(self, name: str) -> Value | None: ...
+        def is_module_base(self, expr: ast.expr) -> bool: ...
+        @staticmethod
+        def dotted(expr: ast.AST) -> str | None: ...
+
+    def kind_of(self, expr: ast.AST) -> str | None:
+        """What ``expr`` holds: a model, an optimizer, a loss tensor, ... or None."""
+        value = self.value_of(expr)
+        return None if value is None else value.kind
+
+    def value_of(self, expr: ast.AST) -> Value | None:
+        """What ``expr`` holds, as far as assignments, calls and names show."""
+        key = id(expr)
+        value: Value | None = self._values.get(key, UNSET)
+        if value is UNSET:
+            value = self._values[key] = self._value_of(expr)
+        return value
+
+    def _value_of(self, expr: ast.AST) -> Value | None:
+        if isinstance(expr, ast.Call):
+            return self.value_of_call(expr)
+        if isinstance(expr, ast.BinOp):
+            return self._combine(self.value_of(expr.left), self.value_of(expr.right))
+        if isinstance(expr, ast.Subscript):
+            inner = self.value_of(expr.value)
+            if inner is None:
+                return None
+            if inner.kind == F.LOADED:  # an item of a loaded checkpoint: ckpt["model"]
+                key = expr.slice
+                text = key.value if isinstance(key, ast.Constant) else None
+                return inner.but(key=text if isinstance(text, str) else None)
+            if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
+                return inner.but(kind=F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR)
+            return None
+        if isinstance(expr, ast.Attribute) and expr.attr == "data":
+            inner = self.value_of(expr.value)
+            if inner is not None and inner.kind in (F.LOSS, F.OUTPUT, F.TENSOR):
+                return inner.but(through=frozenset(), crossing=None)
+        name = self.dotted(expr)
+        if name is None:
+            return None
+        found = self.lookup(name)
+        if found is UNTRACKED:
+            return None  # assigned something untracked (a list, a number, ...)
+        if found is not None and found.kind is not None:
+            return found
+        if found is None and self.qualname(expr) is not None:
+            return None  # an imported module or function (`torch.optim`), not a variable
+        last = name.rsplit(".", 1)[-1]
+        for pattern, kind in _NAME_KINDS:
+            if pattern.search(last):
+                return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
+        return found
+
+    def kind_of_call(self, call: ast.Call) -> str | None:
+        value = self.value_of_call(call)
+        return None if value is None else value.kind
+
+    def value_of_call(self, call: ast.Call) -> Value | None:
+        qualname = self.call_name(call)
+        func = call.func
+        if qualname is not None:
+            return self._value_of_resolved(call, qualname)
+        if isinstance(func, ast.Attribute):
+            held = self.lookup(self.dotted(func) or "") if self.dotted(func) else None
+            if held is None or held.kind not in (F.MODULE, F.LOSS_FN, F.LOADED):
+                return self._value_of_method(call, func)
+            # `self.head(x)`: the attribute holds a module; calling it runs it.
+        elif isinstance(func, ast.Call):  # nn.Softmax(dim=1)(x)
+            activation = ACTIVATION_MODULES.get(self.call_name(func) or "")
+            if activation is not None:
+                return self._activated(call, activation)
+        callee = self.value_of(func)
+        if callee is None:
+            if isinstance(func, ast.Name) and func.id == "iter" and call.args:
+                return Value(F.ITERATOR, node=call)
+            return self.project.value_of_call(self._ctx, call)
+        if callee.kind == F.LOSS_FN:
+            through = self._through(call.args)
+            return Value(
+                F.LOSS,
+                origin=callee.origin,
+                through=through[0],
+                crossing=_consumed(through[1], call),
+                flags=callee.flags,
+                node=call,
+            )
+        if callee.kind in (F.MODULE, F.LOADED):  # a loaded object that is called is a model
+            return self._model_output(call, self.dotted(func), callee)
+        return None
+
+    def _value_of_resolved(self, call: ast.Call, qualname: str) -> Value | None:
+        activation = ACTIVATIONS.get(qualname)
+        if activation is not None:
+            return self._activated(call, activation)
+        if qualname.startswith("<local>.") or not qualname.startswith(
+            ("torch", "argparse", "numpy", "torchvision")
+        ):
+            project = self.project.value_of_call(self._ctx, call)
+            if project is not None:
+                return project
+            if qualname.startswith("<local>."):
+                name = qualname[8:]
+                is_module = any(name in scope.module_classes for scope in self.scopes)
+                return Value(F.MODULE if is_module else None, origin=qualname, node=call)
+        kind = kind_from_callee(qualname)
+        if kind is None:
+            if (
+                qualname.startswith("torch.")
+                and qualname.rsplit(".", 1)[-1][:1].islower()
+                and qualname not in _NOT_OF_ITS_ARGUMENTS
+            ):
+                combined = self._combine_all(call.args)  # torch.sum(loss), torch.cat([...])
+                if combined is not None and combined.kind == F.LOSS and qualname in _BATCHING:
+                    return combined.but(kind=F.TENSOR)  # losses stacked: a vector, not a loss
+                if combined is not None:
+                    return combined
+            # Unknown here, but the index may know it: keep where it came from.
+            return Value(None, origin=qualname, node=call)
+        if kind == F.OPTIMIZER:
+            return Value(kind, origin=qualname, model=optimised_model(call), node=call)
+        if kind == F.LOSS:
+            through, crossing = self._through(call.args)
+            return Value(
+                kind,
+                origin=qualname,
+                through=through,
+                crossing=_consumed(crossing, call),
+                flags=_reduction_flags(call),
+                node=call,
+            )
+        if kind == F.LOSS_FN:
+            return Value(kind, origin=qualname, flags=_reduction_flags(call), node=call)
+        if kind == F.MODULE:
+            return self._layer(call, qualname)
+        if kind == F.LOADER:
+            return Value(kind, origin=qualname, node=call, flags=self._loader_flags(call))
+        return Value(kind, origin=qualname, node=call)
+
+    def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
+        receiver = self.value_of(func.value)
+        method = func.attr
+        passed = pass_through_arguments(call)
+        if passed is not None and len(passed) == 1:
+            return self.value_of(passed[0])  # `model = accelerator.prepare(model)`
+        if receiver is None:
+            if method in {"softmax", "sigmoid", "log_softmax"}:
+                return self._activated(call, method, func.value)
+            return self.project.value_of_call(self._ctx, call)
+        kind = receiver.kind
+        if kind == F.MODULE and method in _SELF_RETURNING:
+            return receiver
+        if kind is None and receiver.origin and method in {"to", "cuda", "cpu", "train", "eval"}:
+            return receiver  # an instance of a class we will know from the index
+        if kind in (F.MODULE, F.LOADED) and method == "forward":
+            return self._model_output(call, self.dotted(func.value), receiver)
+        if kind == F.PARSER and method in {"parse_args", "parse_known_args"}:
+            return Value(F.NAMESPACE, node=call)
+        if kind in (F.LOSS, F.OUTPUT, F.TENSOR):
+            if method in {"softmax", "sigmoid", "log_softmax"}:
+                return self._activated(call, method, func.value)
+            if method in _DETACHING:
+                return Value(F.TENSOR)
+            if method in _GRAPH_KEEPING:
+                return receiver.but(activation=None) if method not in {"to", "float"} else receiver
+            return None
+        if kind == F.LOADED and method in _SELF_RETURNING:
+            return receiver  # `torch.load(...).to(device)`: still what was loaded
+        if kind == F.LOADED and method in {"get", "pop"} and call.args:
+            key = call.args[0]
+            text = key.value if isinstance(key, ast.Constant) else None
+            return receiver.but(key=text if isinstance(text, str) else None)
+        return self.project.value_of_call(self._ctx, call)
+
+    def _loader_flags(self, call: ast.Call) -> frozenset[str]:
+        """{"subset"} when a sampler draws only part of the dataset (a fold, a split)."""
+        for item in call.keywords:
+            if item.arg not in {"sampler", "batch_sampler"}:
+                continue
+            sampler = item.value
+            if isinstance(sampler, ast.Name):
+                found = self.lookup(sampler.id)
+                origin = found.origin if found is not None else None
+            else:
+                origin = self.call_name(sampler) if isinstance(sampler, ast.Call) else None
+            if origin is not None and origin.rsplit(".", 1)[-1].startswith("Subset"):
+                return frozenset({"subset"})
+        return frozenset()
+
+    def _layer(self, call: ast.Call, qualname: str) -> Value:
+        """A torch.nn layer: what it contains (dropout, batch norm, parts we cannot
+        see) and the activation its output ends in (nn.Sequential(..., nn.Softmax()))."""
+        activation = ACTIVATION_MODULES.get(qualname)
+        if activation is not None:
+            return Value(F.MODULE, origin=qualname, activation=activation, node=call)
+        flags: set[str] = set()
+        node: ast.AST = call
+        if qualname in {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}:
+            parts = [self.value_of(arg) for arg in call.args if not isinstance(arg, ast.Starred)]
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or call.keywords:
+                flags.add("opaque")
+            for part in parts:
+                if part is None or part.kind != F.MODULE:
+                    flags.add("opaque")
+                else:
+                    flags |= part.flags
+                    if part.origin is None or not part.origin.startswith("torch.nn."):
+                        flags.add("opaque")
+            last = parts[-1] if parts and qualname == "torch.nn.Sequential" else None
+            if last is not None and last.activation is not None:
+                return Value(
+                    F.MODULE,
+                    origin=qualname,
+                    activation=last.activation,
+                    node=last.node or call,
+                    flags=frozenset(flags),
+                )
+        elif _DROPOUT_LAYER.match(qualname):
+            flags.add("dropout")
+        elif _NORM_LAYER.match(qualname):
+            flags.add("batchnorm")
+        return Value(F.MODULE, origin=qualname, node=node, flags=frozenset(flags))
+
+    def _model_output(self, call: ast.Call, name: str | None, model: Value) -> Value:
+        through, crossing = self._through(call.args)
+        if through and name is not None and name not in through and crossing is None:
+            # a model applied to another model's undetached output
+            crossing = F.Crossing(call, name, through)
+        models = through | ({name} if name else set())
+        activation, activation_at = self.project.output_activation(self._ctx, model)
+        return Value(
+            F.OUTPUT,
+            origin=model.origin,
+            model=name,
+            through=frozenset(models),
+            crossing=crossing,
+            activation=activation,
+            activation_at=activation_at,
+            node=call,
+            flags=_MODEL_ACTIVATION if activation else frozenset(),
+        )
+
+    def _activated(self, call: ast.Call, activation: str, operand: ast.expr | None = None) -> Value:
+        if operand is None:
+            operand = call.args[0] if call.args else None
+        inner = None if operand is None else self.value_of(operand)
+        at = (None, call.lineno)
+        if inner is not None and inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
+            return inner.but(kind=F.OUTPUT, activation=activation, activation_at=at, node=call)
+        return Value(F.TENSOR, activation=activation, activation_at=at, node=call)
+
+    def _through(self, args: list[ast.expr]) -> tuple[frozenset[str], F.Crossing | None]:
+        models: set[str] = set()
+        crossing: F.Crossing | None = None
+        for arg in args:
+            value = self.value_of(arg)
+            if value is not None and value.through:
+                models |= value.through
+                crossing = crossing or value.crossing
+        return frozenset(models), crossing
+
+    def _combine_all(self, args: list[ast.expr]) -> Value | None:
+        values: list[Value | None] = []
+        for arg in args:
+            if isinstance(arg, (ast.List, ast.Tuple)):
+                values += [self.value_of(item) for item in arg.elts]
+            else:
+                values.append(self.value_of(arg))
+        combined = None
+        for value in values:
+            combined = self._combine(combined, value)
+        return combined
+
+    @staticmethod
+    def _combine(left: Value | None, right: Value | None) -> Value | None:
+        values = [v for v in (left, right) if v is not None]
+        kinds = {v.kind for v in values}
+        through = frozenset().union(*(v.through for v in values))
+        crossing = next((v.crossing for v in values if v.crossing is not None), None)
+        if F.LOSS in kinds:
+            return Value(F.LOSS, through=through, crossing=crossing)
+        if kinds & {F.OUTPUT, F.TENSOR}:
+            return Value(F.TENSOR, through=through, crossing=crossing)
+        return None
+
+
+#: Framework calls that hand back the objects they are given, wrapped.
+PASS_THROUGH = {
+    "prepare", "setup", "setup_dataloaders", "setup_module", "setup_optimizers",
+    "prepare_model", "prepare_data_loader", "initialize",
+}  # fmt: skip
+
+
+def pass_through_arguments(value: ast.expr | None) -> list[ast.expr] | None:
+    """The arguments of ``accelerator.prepare(a, b)`` / ``fabric.setup(...)``."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    if value.func.attr not in PASS_THROUGH or value.keywords:
+        return None
+    if any(isinstance(arg, ast.Starred) for arg in value.args):
+        return None
+    return list(value.args)
+
+
+def _consumed(crossing: F.Crossing | None, loss: ast.Call) -> F.Crossing | None:
+    """Remember the first loss computed from a crossing."""
+    if crossing is None or crossing.consumer is not None:
+        return crossing
+    return F.Crossing(crossing.node, crossing.model, crossing.upstream, loss)
+
+
+def _reduction_flags(call: ast.Call) -> frozenset[str]:
+    """{"unreduced"} for a loss asked for one value per element, {"summed"} for
+    one that sums the batch (no flag: the default batch mean)."""
+    for item in call.keywords:
+        value = item.value
+        literal = value.value if isinstance(value, ast.Constant) else UNSET
+        if item.arg == "reduction":
+            if literal == "sum":
+                return frozenset({"summed"})
+            if literal != "mean":
+                return frozenset({"unreduced"})  # "none", or decided at run time
+        if item.arg == "reduce" and literal is not True:
+            return frozenset({"unreduced"})
+        if item.arg == "size_average" and literal is False:
+            return frozenset({"summed"})
+    return frozenset()
+
+
+def dotted(expr: ast.AST) -> str | None:
+    """``self.optimizer`` for an Attribute chain of names, else None."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def optimised_model(call: ast.Call) -> str | None:
+    """``"D"`` for ``Adam(D.parameters(), ...)``: the one model whose parameters
+    an optimizer's first argument names (None for several or none)."""
+    if not call.args:
+        return None
+    models = set()
+    for node in ast.walk(call.args[0]):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"parameters", "named_parameters"}
+        ):
+            name = dotted(node.func.value)
+            if name is None:
+                return None
+            models.add(name)
+    return models.pop() if len(models) == 1 else None

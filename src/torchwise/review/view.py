@@ -1,0 +1,227 @@
+"""The project index as one file sees it: what rules and the engine ask.
+
+A :class:`ProjectView` answers for the file being reviewed: what a call to a
+project class or function returns, which class a written name resolves to and
+what the index knows of it, a function's effects and callers, the values its
+callers pass to each parameter, the project's ``torch.save`` sites and its
+declared torch version. Without an index (:data:`EMPTY_VIEW`), every question
+gets "unknown" and rules stay quiet.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from torchwise.review import facts as F
+from torchwise.review.facts import Value
+from torchwise.review.project import CallSite, ClassModel, ProjectIndex, TorchRange
+
+if TYPE_CHECKING:
+    from torchwise.review.context import Context
+    from torchwise.review.summary import ArgFact, FunctionFact, SaveFact
+
+
+@dataclass
+class ProjectView:
+    """The index as one file sees it (rules and the engine ask through this)."""
+
+    index: ProjectIndex | None
+    path: str = ""
+    _class_ids: dict[str, str | None] = field(default_factory=dict)
+
+    # -- resolution used by the engine ----------------------------------------------
+    def target(self, ref: list[str] | None) -> str | None:
+        if self.index is None or ref is None:
+            return None
+        return self.index.ref_target(ref, self.path)
+
+    def class_id(self, written: str | None) -> str | None:
+        if self.index is None or written is None:
+            return None
+        if written not in self._class_ids:
+            resolved = self.index.resolve(written, self.path)
+            is_class = resolved is not None and self.index.klass(resolved) is not None
+            self._class_ids[written] = resolved if is_class else None
+        return self._class_ids[written]
+
+    def klass(self, written: str | None) -> ClassModel | None:
+        class_id = self.class_id(written)
+        return None if class_id is None or self.index is None else self.index.klass(class_id)
+
+    def is_module_class(self, ctx: Context, written: str) -> bool:
+        model = self.klass(written)
+        return model is not None and model.is_module
+
+    def value_of_call(self, ctx: Context, call: ast.Call) -> Value | None:
+        """A call to a project class (an instance) or function (what it returns)."""
+        if self.index is None:
+            return None
+        from torchwise.review.summary import call_ref
+
+        ref = call_ref(ctx, call)
+        if ref is None:
+            return None
+        if ref[0] in {"written", "name"}:
+            written = ref[1] if ref[0] == "written" else self._written_name(ref[1])
+            model = self.klass(written)
+            if model is not None:
+                kind = F.MODULE if model.is_module else F.INSTANCE
+                return Value(kind, origin=written, node=call)
+        target = self.target(ref)
+        fact = None if target is None else self.index.function(target)
+        if fact is None or fact.returns is None or fact.returns.kind is None:
+            return None
+        returned = fact.returns
+        origin = returned.origin
+        if origin is not None and self.klass(origin) is None and target is not None:
+            origin = _requalify(origin, target, self)
+        return Value(returned.kind, origin=origin, activation=returned.activation, node=call)
+
+    def _written_name(self, name: str) -> str:
+        summary = None if self.index is None else self.index.summaries.get(self.path)
+        if summary is not None and name in summary.imports:
+            return summary.imports[name]
+        return f"<local>.{name}"
+
+    def output_activation(
+        self, ctx: Context, model: Value
+    ) -> tuple[str | None, tuple[str | None, int] | None]:
+        """The activation a model's output ends in, and where it is applied: an
+        ``nn.Sequential`` whose last layer is a softmax, or a project class whose
+        forward returns one."""
+        if model.activation is not None:
+            line = getattr(model.node, "lineno", None)
+            return model.activation, None if line is None else (None, line)
+        klass = self.klass(model.origin)
+        if klass is not None and len(klass.fact.returns) == 1:
+            returned = klass.fact.returns[0]
+            return returned.activation, self._where(klass, returned)
+        return None, None
+
+    def _where(self, klass: ClassModel, returned: ArgFact) -> tuple[str | None, int] | None:
+        if returned.line is None:
+            return None
+        path = klass.id.partition("::")[0]
+        return (None if path == self.path else path), returned.line
+
+    def returns(self, written: str | None) -> list[tuple[ArgFact, tuple[str | None, int] | None]]:
+        """What each element of a project model's ``forward`` return value holds."""
+        klass = self.klass(written)
+        if klass is None:
+            return []
+        return [(item, self._where(klass, item)) for item in klass.fact.returns]
+
+    def star_names(self, written: str) -> dict[str, str] | None:
+        """What ``from <written> import *`` binds, when it is a project module."""
+        if self.index is None:
+            return None
+        path = self.index.module_path(written, self.path)
+        if path is None:
+            return None
+        return self.index.star_names(path)
+
+    def call_target(self, ctx: Context, call: ast.Call) -> str | None:
+        """The project function ``call`` runs, if it resolves."""
+        if self.index is None:
+            return None
+        from torchwise.review.summary import call_ref
+
+        ref = call_ref(ctx, call)
+        return None if ref is None else self.index.ref_target(ref, self.path)
+
+    def parameter_values(self, function: F.FunctionFacts) -> dict[str, Value]:
+        """What the project's call sites pass to each parameter, when they agree."""
+        if self.index is None or function.target is None:
+            return {}
+        sites = self.index.callers(function.target)
+        if not sites:
+            return {}
+        params = list(function.params)
+        if function.class_name is not None and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        seen: dict[str, set[tuple[str | None, str | None, bool, tuple[str, ...]]]] = {}
+        for site in sites:
+            passed = dict(zip(params, site.fact.args, strict=False))
+            passed.update(site.fact.keywords)
+            for name in params:
+                arg = passed.get(name)
+                kind, origin = self._passed(arg, site.path)
+                guessed = arg is not None and arg.guessed
+                flags = tuple(arg.flags) if arg is not None else ()
+                seen.setdefault(name, set()).add((kind, origin, guessed, flags))
+        values = {}
+        for name, keys in seen.items():
+            kinds = {kind for kind, _, _, _ in keys}
+            if len(keys) == 1:
+                kind, origin, guessed, flags = next(iter(keys))
+                if kind is not None:
+                    mark = {"guessed"} if guessed else set()
+                    values[name] = Value(kind, origin=origin, flags=frozenset({*flags, *mark}))
+            elif kinds <= {F.MODULE, F.LOADED}:
+                # Different models at different call sites: still a model, of no one class.
+                guessed = all(g for _, _, g, _ in keys)
+                values[name] = Value(F.MODULE, flags=frozenset({"guessed"} if guessed else ()))
+        return values
+
+    def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None]:
+        """(kind, origin usable from this file) of a value passed at a call site."""
+        if arg is None or self.index is None:
+            return None, None
+        origin = arg.origin
+        if origin is None or origin.startswith(("torch", "torchvision")):
+            return arg.kind, origin
+        resolved = self.index.resolve(origin, path)
+        klass = None if resolved is None else self.index.klass(resolved)
+        if klass is None:
+            return arg.kind, None
+        return (F.MODULE if klass.is_module else F.INSTANCE), f"<id>{resolved}"
+
+    # -- facts used by rules ----------------------------------------------------------
+    def effects(self, target: str | None) -> frozenset[str]:
+        if self.index is None or target is None:
+            return frozenset()
+        return self.index.effects(target)
+
+    def function(self, target: str | None) -> FunctionFact | None:
+        if self.index is None or target is None:
+            return None
+        return self.index.function(target)
+
+    def trains_over(self, target: str | None, param: str) -> bool:
+        return (
+            self.index is not None and target is not None and self.index.trains_over(target, param)
+        )
+
+    def callers(self, target: str | None) -> list[CallSite]:
+        if self.index is None or target is None:
+            return []
+        return self.index.callers(target)
+
+    def own(self, qualname: str) -> str:
+        """The id of a function or class defined in this file."""
+        return f"{self.path}::{qualname}"
+
+    @property
+    def torch_range(self) -> TorchRange:
+        return TorchRange() if self.index is None else self.index.torch_range(self.path)
+
+    def saves(self) -> list[tuple[str, SaveFact]]:
+        return [] if self.index is None else self.index.saves()
+
+
+def _requalify(origin: str, target: str, view: ProjectView) -> str | None:
+    """A name written in another file, made resolvable from this one: keep it
+    only when it resolves there to a project class (then use that class's id)."""
+    index = view.index
+    if index is None:
+        return None
+    path = target.partition("::")[0]
+    resolved = index.resolve(origin, path)
+    if resolved is None or index.klass(resolved) is None:
+        return None
+    return f"<id>{resolved}"
+
+
+EMPTY_VIEW = ProjectView(None)

@@ -1,0 +1,460 @@
+"""The project index: facts that cross functions and files, and the engine's
+robustness on the code real projects contain (cycles, star imports, huge files,
+names that shadow torch). Each case is a minimal reproduction of a miss or a
+false alarm seen in real code (issue 12); no third-party code is copied here.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchwise.review import ReviewSettings, review_paths, review_source
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def found(
+    root: Path, *paths: str, select: tuple[str, ...] | None = None
+) -> set[tuple[str, int, str]]:
+    settings = ReviewSettings(select=select) if select else ReviewSettings()
+    targets = [root / path for path in paths] if paths else [root]
+    report = review_paths(targets, settings, jobs=1)
+    return {(Path(f.path).relative_to(root).as_posix(), f.line, f.code) for f in report.findings}
+
+
+def codes(source: str, *select: str) -> list[tuple[int, str]]:
+    findings = review_source(textwrap.dedent(source), "t.py", ReviewSettings(select=select))
+    return [(f.line, f.code) for f in findings]
+
+
+MODELS = """\
+    import torch
+    from torch import nn
+
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+
+    class Dropped(Plain):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.1)
+
+
+    class Scorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+
+        def forward(self, x):
+            return self.head(x)
+    """
+
+
+# -- evaluation ------------------------------------------------------------------------
+def test_evaluation_in_another_file_runs_a_model_with_dropout(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "models.py": MODELS,
+            "engine.py": """\
+                import torch
+
+                def test(model, loader):
+                    with torch.no_grad():
+                        for x in loader:
+                            model(x)
+                """,
+            "train.py": """\
+                from engine import test
+                from models import Dropped
+
+                test(Dropped(), [])
+                """,
+        },
+    )
+    assert ("engine.py", 3, "TW104") in found(root, select=("TW104",))
+
+
+def test_evaluating_a_model_without_dropout_or_batch_norm_is_fine(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "models.py": MODELS,
+            "engine.py": """\
+                import torch
+
+                def evaluate(model, loader):
+                    with torch.no_grad():
+                        return [model(x) for x in loader]
+                """,
+            "train.py": """\
+                from engine import evaluate
+                from models import Plain
+
+                evaluate(Plain(), [])
+                """,
+        },
+    )
+    assert found(root, select=("TW104",)) == set()
+
+
+def test_evaluation_called_after_eval_in_another_file_is_fine(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "models.py": MODELS,
+            "engine.py": """\
+                import torch
+
+                def evaluate(model, loader):
+                    with torch.no_grad():
+                        return [model(x) for x in loader]
+                """,
+            "train.py": """\
+                from engine import evaluate
+                from models import Dropped
+
+                model = Dropped()
+                model.eval()
+                evaluate(model, [])
+                """,
+        },
+    )
+    assert found(root, select=("TW104",)) == set()
+
+
+def test_a_helper_in_another_file_that_sets_eval_mode_counts(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "engine.py": """\
+                def train_one_epoch(model, loader, optimizer):
+                    model.train()
+                    for x in loader:
+                        optimizer.zero_grad()
+                        model(x).sum().backward()
+                        optimizer.step()
+
+                def evaluate(model, loader):
+                    model.eval()
+                    return [model(x) for x in loader]
+                """,
+            "main.py": """\
+                from engine import evaluate, train_one_epoch
+
+                for epoch in range(3):
+                    train_one_epoch(model, loader, optimizer)
+                    evaluate(model, loader)
+                """,
+        },
+    )
+    assert not {code for _, _, code in found(root)} & {"TW104", "TW105"}
+
+
+# -- losses across files --------------------------------------------------------------
+def test_a_sigmoid_head_in_another_file_fed_to_bce_loss(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "models.py": MODELS,
+            "train.py": """\
+                from torch import nn
+                from models import Scorer
+
+                model = Scorer()
+                criterion = nn.BCELoss()
+                loss = criterion(model(x), y)
+                """,
+        },
+    )
+    assert ("train.py", 6, "TW502") in found(root, "train.py", select=("TW502",))
+
+
+# -- checkpoints across files ------------------------------------------------------------
+def test_a_load_of_what_another_file_saves_whole(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "train.py": """\
+                import argparse
+                import torch
+
+                args = argparse.ArgumentParser().parse_args()
+                torch.save(model, "model.pt")
+                torch.save({"args": args, "weights": model.state_dict()}, "checkpoint.pt")
+                """,
+            "predict.py": """\
+                import torch
+
+                model = torch.load("model.pt")
+                checkpoint = torch.load("checkpoint.pt")
+                settings = checkpoint["args"]
+                weights = torch.load("checkpoint.pt")["weights"]
+                """,
+        },
+    )
+    result = found(root, select=("TW416", "TW301"))
+    assert ("predict.py", 3, "TW416") in result
+    assert ("predict.py", 4, "TW416") in result
+    # TW301 never offers weights_only=True for a load that would then fail.
+    assert ("predict.py", 3, "TW301") not in result
+    assert ("predict.py", 4, "TW301") not in result
+    assert ("predict.py", 6, "TW301") in result  # tensors only: a plain security warning
+
+
+def test_a_project_pinned_below_2_6_keeps_the_old_default(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "requirements.txt": "torch==2.1.2\n",
+            "predict.py": """\
+                import torch
+
+                model = torch.load("model.pt")
+                model.eval()
+                """,
+        },
+    )
+    assert ("predict.py", 3, "TW416") not in found(root, select=("TW416",))
+
+
+def test_a_project_declaring_torch_2_6_needs_no_weights_only(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.6"]\n',
+            "load.py": 'import torch\nstate = torch.load("weights.pt")\n',
+        },
+    )
+    assert found(root, select=("TW301",)) == set()
+
+
+def test_resume_that_restores_the_model_but_not_the_optimizer(tmp_path: Path) -> None:
+    source = """\
+        import torch
+
+        checkpoint = torch.load("ckpt.pt")
+        model.load_state_dict(checkpoint["model"])
+        start = checkpoint["epoch"]
+        for epoch in range(start, 10):
+            for x in loader:
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+            state = {"model": model.state_dict(), "epoch": epoch}
+            torch.save(state, "ckpt.pt")
+        """
+    assert codes(source, "TW603") == [(3, "TW603")]
+
+
+# -- training across functions -----------------------------------------------------------
+def test_a_loader_passed_to_a_training_function_in_another_file(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "engine.py": """\
+                def train(model, loader, optimizer):
+                    for x in loader:
+                        optimizer.zero_grad()
+                        model(x).sum().backward()
+                        optimizer.step()
+                """,
+            "main.py": """\
+                from torch.utils.data import DataLoader
+                from engine import train
+
+                loader = DataLoader(dataset, batch_size=8)
+                train(model, loader, optimizer)
+                """,
+        },
+    )
+    assert ("main.py", 4, "TW115") in found(root, select=("TW115",))
+
+
+def test_a_training_script_seeded_by_a_helper_in_another_file(tmp_path: Path) -> None:
+    files = {
+        "utils.py": "import torch\n\ndef init_random(n):\n    torch.manual_seed(n)\n",
+        "train.py": """\
+            from utils import init_random
+
+            def main():
+                init_random(0)
+                for x in loader:
+                    optimizer.zero_grad()
+                    model(x).sum().backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                main()
+            """,
+    }
+    assert found(project(tmp_path, files), select=("TW604",)) == set()
+
+
+def test_a_top_level_training_script_that_never_seeds() -> None:
+    source = """\
+        import torch
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """
+    assert codes(source, "TW604") == [(3, "TW604")]
+
+
+def test_a_launcher_given_the_seed_seeds() -> None:
+    source = """\
+        import colossalai
+        import torch
+
+        colossalai.launch_from_torch(config={}, seed=args.seed)
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """
+    assert codes(source, "TW604") == []
+
+
+def test_seeding_torch_but_drawing_from_python_random() -> None:
+    source = """\
+        import random
+        import torch
+
+        torch.manual_seed(1)
+        pairs = [random.randint(0, 9) for _ in range(8)]
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """
+    assert codes(source, "TW604") == [(5, "TW604")]
+    assert codes(source.replace("torch.manual_seed(1)", "random.seed(1)"), "TW604") == []
+
+
+def test_training_through_an_instance_method() -> None:
+    source = """\
+        class Agent:
+            def learn(self, batch):
+                self.optimizer.zero_grad()
+                self.loss(batch).backward()
+                self.optimizer.step()
+
+        agent = Agent()
+        for episode in range(10):
+            agent.learn(batch)
+        """
+    assert codes(source, "TW604") == [(9, "TW604")]
+
+
+# -- the false alarms of the last round ---------------------------------------------------
+def test_distributed_autograd_loops_have_no_gradients_to_zero() -> None:
+    source = """\
+        import torch.distributed.autograd as dist_autograd
+
+        for x, y in loader:
+            with dist_autograd.context() as context_id:
+                loss = criterion(model(x), y)
+                dist_autograd.backward(context_id, [loss])
+                optimizer.step(context_id)
+        """
+    assert codes(source, "TW101") == []
+
+
+def test_clipping_on_the_branch_without_amp_is_fine() -> None:
+    source = """\
+        import torch
+
+        def step(model, loss, optimizer, scaler, use_amp):
+            if use_amp:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+            else:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+        """
+    assert codes(source, "TW109") == []
+
+
+# -- engine robustness -----------------------------------------------------------------
+def test_a_cycle_of_imports(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "a.py": "from b import helper\nfrom torch import nn\n\nclass A(nn.Module):\n    pass\n",
+            "b.py": "from a import A\n\ndef helper():\n    return A()\n",
+            "pkg/__init__.py": "from .x import *\n",
+            "pkg/x.py": "from . import y\nfrom .y import *\n",
+            "pkg/y.py": "from . import x\nfrom .x import *\n",
+        },
+    )
+    report = review_paths([root], ReviewSettings(), jobs=1)
+    assert len(report.files) == 5
+    assert not [f for f in report.findings if f.code == "TW000"]
+
+
+def test_star_imports_bring_torch_and_classes_along(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "model.py": """\
+                import torch
+                from torch import nn
+
+                class RNN(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.drop = nn.Dropout()
+                """,
+            "predict.py": """\
+                from model import *
+
+                rnn = torch.load("rnn.pt")
+                rnn.eval()
+                """,
+        },
+    )
+    assert ("predict.py", 3, "TW416") in found(root, "predict.py", select=("TW416",))
+
+
+def test_a_ten_thousand_line_file() -> None:
+    body = "".join(
+        f"def f{n}(x):\n    return torch.zeros(3).to(x.device) + {n}\n" for n in range(5000)
+    )
+    source = "import torch\n" + body
+    assert len(source.splitlines()) > 10_000
+    findings = review_source(source, "big.py", ReviewSettings())
+    assert not [f for f in findings if f.code == "TW000"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import numpy as torch\nx = torch.load('a.npy')\nx.eval()\n",  # another module called torch
+        "import torch\n\ndef f(torch):\n    return torch.load('a.pt')\n",  # a parameter
+        "import torch\ntorch = Registry()\nm = torch.load('m.pt')\nm.eval()\n",  # reassigned
+    ],
+)
+def test_code_that_shadows_torch_is_not_torch(source: str) -> None:
+    findings = review_source(source, "t.py", ReviewSettings(select=("TW301", "TW416")))
+    assert findings == []
