@@ -34,8 +34,16 @@ import torch
 from torchwise.tune.checks import CheckResult, Reference, check_knob
 from torchwise.tune.knobs import SPEED, Knob, Tolerance
 from torchwise.tune.memory import StepMemory, live_training_state, measure_step_memory
-from torchwise.tune.session import Arm, ArmResult, SessionConfig, SessionResult, run_session
-from torchwise.tune.stats import Comparison, Verdict
+from torchwise.tune.session import (
+    Arm,
+    ArmResult,
+    SessionConfig,
+    SessionResult,
+    first_round,
+    look_confidence,
+    run_session,
+)
+from torchwise.tune.stats import Comparison, Verdict, compare
 from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
 
 Notify = Callable[[str], None]
@@ -162,6 +170,62 @@ def _settle_steps(settings: Sequence[StepSettings]) -> int:
     return steps
 
 
+def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> int:
+    """The fewest steps in one sample of a session where some arm changes the DataLoader.
+
+    Two batches per worker of the most parallel loader in the session, as in the
+    loader scan (:mod:`torchwise.tune.loader_scan`): after the untimed settle steps
+    drain the prefetch queue, the workers are in phase and the next batches arrive
+    together, so a one-step sample times that burst or the wait after it, not the
+    rate the workers deliver at (one such 37 ms sample among 11 hid a 4-worker
+    loader's gain on the MLP of bench/tune_accuracy.py).
+    """
+    if not any(s.loader is not None for s in settings):
+        return 1
+    user = workload.loader.user_settings if workload.loader is not None else None
+    loaders = [s.loader or user for s in settings]
+    return max(1, 2 * max(loader.num_workers for loader in loaders if loader is not None))
+
+
+def _session_config(
+    base: SessionConfig,
+    workload: Workload,
+    settings: Sequence[StepSettings],
+    *,
+    budget_s: float,
+    seed: int,
+) -> SessionConfig:
+    steps = max(base.min_steps_per_sample, steps_per_loader_sample(workload, settings))
+    return dataclasses.replace(base, min_steps_per_sample=steps, budget_s=budget_s, seed=seed)
+
+
+def _merged(first: ArmResult, more: ArmResult, config: SessionConfig) -> ArmResult:
+    """An arm's samples from two sessions against the same baseline, compared as one."""
+    offset = max(first.samples, default=-1) + 1
+    merged = dataclasses.replace(
+        first,
+        samples={**first.samples, **{offset + r: t for r, t in more.samples.items()}},
+        paired_base={**first.paired_base, **{offset + r: t for r, t in more.paired_base.items()}},
+        error=more.error,
+    )
+    if merged.error is None and merged.samples:
+        rounds = sorted(merged.samples)
+        merged.comparison = compare(
+            [merged.samples[r] for r in rounds],
+            [merged.paired_base[r] for r in rounds],
+            confidence=look_confidence(config),
+            min_effect=config.min_effect,
+            equivalence=config.equivalence,
+        )
+    return merged
+
+
+#: Share of the remaining budget a loader trial undecided at its stage's end may
+#: take for more rounds (a loader's step times are skewed by batches arriving in
+#: bursts, so its interval narrows more slowly than a compute knob's).
+LOADER_FOLLOW_UP_SHARE = 0.5
+
+
 def _arm(name: str, step: TrainingStep, settle: int) -> Arm:
     return Arm(name, step.run, step.scope, settle, info=step.settings)
 
@@ -255,8 +319,12 @@ class Search:
         session = None
         if steps:
             self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
-            config = dataclasses.replace(
-                self.config.session, budget_s=budget_s, seed=self.config.seed + stage
+            config = _session_config(
+                self.config.session,
+                self.workload,
+                all_settings,
+                budget_s=budget_s,
+                seed=self.config.seed + stage,
             )
             session = self.runner(
                 _arm("baseline", base_step, settle),
@@ -270,7 +338,49 @@ class Search:
                     if result.error is not None:
                         trial.error = result.error
                     trial.memory = _memory(steps[trial.knob.id])
+            self._follow_up_loader_trials(stage, trials, steps, base_step, settle, session)
         return Stage(stage, tuple(k.id for k in incumbent), session, trials, _memory(base_step))
+
+    def _follow_up_loader_trials(
+        self,
+        stage: int,
+        trials: Sequence[Trial],
+        steps: dict[str, TrainingStep],
+        base_step: TrainingStep,
+        settle: int,
+        session: SessionResult,
+    ) -> None:
+        """More rounds, within the budget, for loader trials the stage left undecided."""
+        undecided = [
+            t
+            for t in trials
+            if t.knob.changes.get("loader") is not None
+            and t.result is not None
+            and t.error is None
+            and t.comparison is not None
+            and not t.comparison.settled
+        ]
+        if not undecided:
+            return
+        budget_s = self.remaining() * LOADER_FOLLOW_UP_SHARE
+        # A fresh session always completes its first look: only start one that fits.
+        round_s = session.elapsed_s / max(session.rounds, 1)
+        if budget_s < first_round(session.config) * round_s:
+            return
+        self.notify(f"  {len(undecided)} loader trial(s) undecided: more rounds")
+        config = dataclasses.replace(
+            session.config, budget_s=budget_s, seed=self.config.seed + 50 + stage
+        )
+        more = self.runner(
+            _arm("baseline", base_step, settle),
+            [_arm(t.knob.id, steps[t.knob.id], settle) for t in undecided],
+            config,
+        )
+        for trial in undecided:
+            if trial.knob.id in more.arms and trial.result is not None:
+                trial.result = _merged(trial.result, more.arms[trial.knob.id], config)
+                if trial.result.error is not None:
+                    trial.error = trial.result.error
 
     def run(self) -> SearchResult:
         stages: list[Stage] = []
@@ -308,11 +418,18 @@ class Search:
         confirmation = None
         if len(accepted) >= 2:
             self.notify("confirming the combination against the baseline")
+            base, combined = (
+                TrainingStep(self.workload),
+                TrainingStep(self.workload, settings_for(incumbent)),
+            )
+            settings = [base.settings, combined.settings]
             confirmation = self.runner(
-                _arm("baseline", TrainingStep(self.workload), 1),
-                [_arm("combined", TrainingStep(self.workload, settings_for(incumbent)), 1)],
-                dataclasses.replace(
+                _arm("baseline", base, max(1, _settle_steps(settings))),
+                [_arm("combined", combined, max(1, _settle_steps(settings)))],
+                _session_config(
                     self.config.session,
+                    self.workload,
+                    settings,
                     budget_s=max(self.remaining(), 1.0),
                     seed=self.config.seed + 99,
                 ),
