@@ -7,13 +7,15 @@ settings, on a fake clock (no verdict here depends on wall time).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import torch
 
-from torchwise.tune.knobs import Facts, available_knobs
-from torchwise.tune.search import Search, SearchConfig
+from torchwise.tune.knobs import Facts, available_knobs, loader_knob
+from torchwise.tune.loader import LoaderSettings
+from torchwise.tune.search import Search, SearchConfig, steps_per_loader_sample
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, run_session
 from torchwise.tune.step import StepSettings, Workload
 
@@ -140,3 +142,77 @@ def test_a_knob_that_fails_its_check_is_never_timed(cnn_workload: Workload) -> N
     assert calls[0] == ["threads-1"]  # compile broke in its check: never timed
     assert all("compile" not in c for c in calls)
     torch.compiler.reset()
+
+
+def loader_runner(seed: int = 0):  # type: ignore[no-untyped-def]
+    """Sessions where a DataLoader setting makes the step 10% faster.
+
+    The first session sees a machine so noisy that 11 rounds (its budget is spent
+    at once) cannot decide; later ones a quiet machine. Each call records the arms
+    timed and the steps per sample each one used.
+    """
+    calls: list[tuple[list[str], dict[str, int]]] = []
+
+    def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        first = not calls
+        machine = NoisyMachine(
+            seed=seed + len(calls), jitter=1.0 if first else 0.05, spike_p=0.0, max_load=1.0
+        )
+
+        def seconds(arm: Arm) -> float:
+            return 0.009 if arm.info.loader is not None else 0.010  # type: ignore[attr-defined]
+
+        fake = [machine.arm(a.name, seconds(a)) for a in arms]
+        base = machine.arm("baseline", seconds(baseline))
+        if first:
+            config = dataclasses.replace(config, budget_s=0.0)
+        result = run_session(base, fake, config, clock=machine.clock)
+        calls.append(
+            ([a.name for a in arms], {n: r.steps_per_sample for n, r in result.arms.items()})
+        )
+        return result
+
+    return run, calls
+
+
+def test_a_loader_sample_is_two_steps_per_worker_of_the_busiest_loader(
+    cnn_workload: Workload,
+) -> None:
+    user = LoaderSettings()
+    four = LoaderSettings(4, False, True, None)
+    assert steps_per_loader_sample(cnn_workload, [StepSettings(), StepSettings(loader=four)]) == 8
+    assert steps_per_loader_sample(cnn_workload, [StepSettings(), StepSettings(threads=1)]) == 1
+    assert steps_per_loader_sample(cnn_workload, [StepSettings(loader=user)]) == 1
+
+    runner, calls = loader_runner()
+    Search(cnn_workload, [loader_knob(four, user)], SearchConfig(budget_s=1e9), runner=runner).run()
+    # A synthetic step of 9 ms calibrates to 2 steps a sample; the loader asks for 8.
+    assert all(steps["loader"] == 8 for _, steps in calls)
+
+
+def test_a_loader_trial_undecided_after_its_stage_gets_more_rounds(cnn_workload: Workload) -> None:
+    knob = loader_knob(LoaderSettings(4, False, True, None), LoaderSettings())
+    runner, calls = loader_runner(seed=5)
+    result = Search(cnn_workload, [knob], SearchConfig(budget_s=1e9), runner=runner).run()
+    trial = result.stages[0].trials[0]
+    first = result.stages[0].session
+    assert first is not None and not first.arms["loader"].comparison.settled  # type: ignore[union-attr]
+    assert [names for names, _ in calls] == [["loader"], ["loader"]]
+    assert trial.result is not None and trial.result.samples  # the new session's verdict
+    assert trial.comparison is not None and trial.comparison.settled
+    assert trial.accepted and result.accepted == [trial]
+
+
+def test_no_more_rounds_when_the_budget_cannot_hold_them(cnn_workload: Workload) -> None:
+    knob = loader_knob(LoaderSettings(4, False, True, None), LoaderSettings())
+    runner, calls = loader_runner(seed=5)
+    # A clock that jumps 100 s a reading leaves no budget after the first session.
+    ticks = iter(range(0, 10**6, 100))
+    Search(
+        cnn_workload,
+        [knob],
+        SearchConfig(budget_s=150),
+        runner=runner,
+        clock=lambda: float(next(ticks)),
+    ).run()
+    assert [names for names, _ in calls] == [["loader"]]

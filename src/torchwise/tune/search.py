@@ -40,10 +40,9 @@ from torchwise.tune.session import (
     SessionConfig,
     SessionResult,
     first_round,
-    look_confidence,
     run_session,
 )
-from torchwise.tune.stats import Comparison, Verdict, compare
+from torchwise.tune.stats import Comparison, Verdict
 from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
 
 Notify = Callable[[str], None]
@@ -199,30 +198,9 @@ def _session_config(
     return dataclasses.replace(base, min_steps_per_sample=steps, budget_s=budget_s, seed=seed)
 
 
-def _merged(first: ArmResult, more: ArmResult, config: SessionConfig) -> ArmResult:
-    """An arm's samples from two sessions against the same baseline, compared as one."""
-    offset = max(first.samples, default=-1) + 1
-    merged = dataclasses.replace(
-        first,
-        samples={**first.samples, **{offset + r: t for r, t in more.samples.items()}},
-        paired_base={**first.paired_base, **{offset + r: t for r, t in more.paired_base.items()}},
-        error=more.error,
-    )
-    if merged.error is None and merged.samples:
-        rounds = sorted(merged.samples)
-        merged.comparison = compare(
-            [merged.samples[r] for r in rounds],
-            [merged.paired_base[r] for r in rounds],
-            confidence=look_confidence(config),
-            min_effect=config.min_effect,
-            equivalence=config.equivalence,
-        )
-    return merged
-
-
 #: Share of the remaining budget a loader trial undecided at its stage's end may
-#: take for more rounds (a loader's step times are skewed by batches arriving in
-#: bursts, so its interval narrows more slowly than a compute knob's).
+#: take for a session of its own (a loader's step times are skewed by batches
+#: arriving in bursts, so its interval narrows more slowly than a compute knob's).
 LOADER_FOLLOW_UP_SHARE = 0.5
 
 
@@ -350,7 +328,14 @@ class Search:
         settle: int,
         session: SessionResult,
     ) -> None:
-        """More rounds, within the budget, for loader trials the stage left undecided."""
+        """More rounds, within the budget, for loader trials the stage left undecided.
+
+        They are timed again against the incumbent in a session of their own, whose
+        verdict replaces the stage's: pooling the stage's rounds with it would let
+        the new session stop on its own pairs while the pooled interval stays open.
+        A second session is a second chance at a false "faster", so a loader
+        trial errs at most twice the session's rate (2% at the default 99%).
+        """
         undecided = [
             t
             for t in trials
@@ -377,10 +362,9 @@ class Search:
             config,
         )
         for trial in undecided:
-            if trial.knob.id in more.arms and trial.result is not None:
-                trial.result = _merged(trial.result, more.arms[trial.knob.id], config)
-                if trial.result.error is not None:
-                    trial.error = trial.result.error
+            if trial.knob.id in more.arms:
+                trial.result, trial.baseline = more.arms[trial.knob.id], more.baseline
+                trial.error = trial.result.error
 
     def run(self) -> SearchResult:
         stages: list[Stage] = []
