@@ -356,18 +356,19 @@ def main() -> None:
     started = time.perf_counter()
     load = os.getloadavg()[0]
     results = []
+    OUT.mkdir(exist_ok=True)
     for name in args.workloads.split(","):
-        print(f"{name}:", file=sys.stderr)
-        results.append(
-            run_workload(WORKLOADS[name], args.repeats, args.rounds, args.budget, args.seed)
-        )
+        print(f"{name}: load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        result = run_workload(WORKLOADS[name], args.repeats, args.rounds, args.budget, args.seed)
+        result["load_average"] = os.getloadavg()[0]
+        results.append(result)
+        # kept as each workload finishes: a run stopped midway still has its figures
+        (OUT / "tune_accuracy.json").write_text(json.dumps(results, indent=1, default=str))
     print(
         f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} -> "
         f"{os.getloadavg()[0]:.1f}, {time.perf_counter() - started:.0f} s in all"
     )
     print_tables(results)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "tune_accuracy.json").write_text(json.dumps(results, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """The three workloads of bench/tune_accuracy.py: a conv net, a transformer, an MLP with a
 slow loader.
 
-- **conv**: ``CifarNet`` from examples/cifar_project (a residual CNN, 3 stages), width 16,
-  a batch of 32 3x32x32 images, cross-entropy over 10 classes.
-- **transformer**: torchwise's zoo LLaMA at its tiny configuration (RMSNorm, rotary
-  attention, SwiGLU; 124k parameters), 8 sequences of 64 tokens, next-token
-  cross-entropy over 256.
-- **mlp-slow-loader**: a 3-layer MLP on 256 features fed by a DataLoader whose dataset
-  spends 1 ms per sample in ``__getitem__`` (standing in for reading and decoding a
-  file, I/O-bound), 32 samples a batch: the step is input-bound with the default
-  ``num_workers=0``.
+Each is sized so that one step takes a few to a few tens of milliseconds on one core
+(the exhaustive sweep times 24-96 combinations of it, 30 rounds each):
+
+- **conv**: ``CifarNet`` from examples/cifar_project (a residual CNN, 3 stages), width 8,
+  a batch of 8 3x32x32 images, cross-entropy over 10 classes.
+- **transformer**: torchwise's zoo LLaMA at its tiny configuration (2 layers, RMSNorm,
+  rotary grouped-query attention, SwiGLU; 124k parameters), 4 sequences of 32 tokens,
+  next-token cross-entropy over 256.
+- **mlp-slow-loader**: a 3-layer MLP on 128 features fed by a DataLoader whose
+  collate function waits 20 ms per batch of 32 (standing in for reading and decoding
+  a batch from a network disk, I/O-bound): the step is input-bound with the default
+  ``num_workers=0``, and worker processes hide the wait.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +46,7 @@ def _cifarnet() -> nn.Module:
     finally:
         sys.path.pop(0)
     torch.manual_seed(0)
-    return CifarNet(width=16, dropout=0.0)
+    return CifarNet(width=8, dropout=0.0)
 
 
 def _llama() -> nn.Module:
@@ -54,7 +57,7 @@ def _llama() -> nn.Module:
 
 
 class MLP(nn.Module):
-    def __init__(self, features: int = 256, hidden: int = 512, classes: int = 10) -> None:
+    def __init__(self, features: int = 128, hidden: int = 256, classes: int = 10) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(features, hidden),
@@ -68,25 +71,33 @@ class MLP(nn.Module):
         return self.net(x)  # (B, classes)
 
 
-class SlowFeatures(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """1 ms of waiting per sample, like reading a small file from a network disk."""
+class Features(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """1024 random 128-feature samples with labels over 10 classes."""
 
-    def __init__(self, size: int = 1024, delay_s: float = 0.001) -> None:
+    def __init__(self, size: int = 1024) -> None:
         generator = torch.Generator().manual_seed(0)
-        self.x = torch.randn(size, 256, generator=generator)
+        self.x = torch.randn(size, 128, generator=generator)
         self.y = torch.randint(0, 10, (size,), generator=generator)
-        self.delay_s = delay_s
 
     def __len__(self) -> int:
         return len(self.y)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        time.sleep(self.delay_s)
         return self.x[index], self.y[index]
 
 
+#: The wait per batch: the I/O a real loader spends on one batch (not CPU work,
+#: so worker processes overlap it even on a busy 2-core machine).
+BATCH_DELAY_S = 0.020
+
+
+def slow_collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    time.sleep(BATCH_DELAY_S)
+    return default_collate(samples)
+
+
 def make_slow_loader() -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
-    return DataLoader(SlowFeatures(), batch_size=32, shuffle=True)
+    return DataLoader(Features(), batch_size=32, shuffle=True, collate_fn=slow_collate)
 
 
 def _mlp() -> nn.Module:
@@ -95,8 +106,8 @@ def _mlp() -> nn.Module:
 
 
 WORKLOADS = {
-    "conv": Workload("conv", _cifarnet, lambda: torch.randn(32, 3, 32, 32)),
-    "transformer": Workload("transformer", _llama, lambda: torch.randint(0, 256, (8, 64))),
+    "conv": Workload("conv", _cifarnet, lambda: torch.randn(8, 3, 32, 32)),
+    "transformer": Workload("transformer", _llama, lambda: torch.randint(0, 256, (4, 32))),
     "mlp-slow-loader": Workload(
         "mlp-slow-loader", _mlp, lambda: None, loader=f"{__file__}:make_slow_loader"
     ),

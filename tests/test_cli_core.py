@@ -54,18 +54,23 @@ def test_a_bare_group_prints_its_help_and_exits_2() -> None:
 
 
 def test_closed_pipe_exits_quietly() -> None:
-    # `torchwise rules | head -1`: the reader leaves after one line.
-    process = subprocess.Popen(
-        [PYTHON, "-m", "torchwise", "rules"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    process.stdout.readline()
-    process.stdout.close()
-    stderr = process.stderr.read().decode()
-    assert process.wait() == 141
-    assert stderr == ""
+    # `torchwise rules | head -1`: the reader has gone. Its end of the pipe is closed
+    # before torchwise starts, so the first write fails whatever the scheduling (a
+    # reader that leaves after one line races the writer: a short report can fit in
+    # the pipe's buffer before the reader closes it).
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = subprocess.run(
+            [PYTHON, "-m", "torchwise", "rules"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert process.returncode == 141
+    assert process.stderr.decode() == ""
 
 
 _NO_TORCH = textwrap.dedent(

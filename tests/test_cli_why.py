@@ -143,3 +143,54 @@ def test_every_command_has_the_shared_output_options(name: str, command: click.C
     assert {"--color", "-q", "--quiet", "-v", "--verbose"} <= options, name
     if name not in _OUTPUT_IS_NOT_A_REPORT:
         assert {"-o", "--output"} <= options, name
+
+
+def test_review_output_to_a_directory(project: Path) -> None:
+    (project / "out").mkdir()
+    result = run("review", "net.py", "-o", "out")
+    assert_one_error(result, "error: cannot write out: it is a directory")
+
+
+def test_review_of_no_python_files_exits_2(project: Path) -> None:
+    (project / "empty").mkdir()
+    result = run("review", "empty")
+    assert_one_error(result, "error: no Python files found in empty")
+
+
+def test_review_reads_stdin_under_the_name_given() -> None:
+    source = "import torch\nx = torch.load('m.pt')\n"
+    result = CliRunner().invoke(
+        app, ["review", "-", "--stdin-filename", "train.py", "--no-cache"], input=source
+    )
+    assert result.exit_code == 1, result.output
+    assert result.stdout.startswith("train.py:2:5: TW301")
+
+
+def test_an_explicitly_named_excluded_file_is_reviewed_unless_forced(project: Path) -> None:
+    (project / "train.py").write_text("import torch\nx = torch.load('m.pt')\n")
+    (project / "pyproject.toml").write_text('[tool.torchwise]\nexclude = ["train.py"]\n')
+    named = run("review", "train.py", "--no-cache")
+    assert named.exit_code == 1 and "TW301" in named.stdout
+    # pre-commit names every staged file: an excluded one is left out, said on stderr, exit 0
+    forced = run("review", "train.py", "--no-cache", "--force-exclude")
+    assert forced.exit_code == 0, forced.output
+    assert forced.stderr.startswith("train.py: excluded by `exclude` in [tool.torchwise]")
+    assert "TW301" not in forced.stdout
+
+
+def test_doctor_names_the_submodule_and_the_users_line_too(project: Path) -> None:
+    result = run(
+        "doctor", "net.py:Net", "--input", "f32[2,4]", "--init-kwargs", '{"fail": true}',
+        "--checks", "grad-flow",
+    )  # fmt: skip
+    assert_one_error(
+        result, "error: forward of Net raised in inner (Inner) at net.py:6: ValueError: boom"
+    )
+
+
+def test_doctor_help_lists_the_check_ids() -> None:
+    from torchwise.doctor import CHECK_IDS
+
+    result = run("doctor", "--help")
+    assert result.exit_code == 0
+    assert all(check_id in result.stdout for check_id in CHECK_IDS)

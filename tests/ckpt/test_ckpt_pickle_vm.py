@@ -74,6 +74,16 @@ def test_rebuilds_plain_data_like_pickle(data: Any, protocol: int) -> None:
     assert ours.end == len(blob)
 
 
+@pytest.mark.parametrize("tail", range(1, 60))
+def test_a_text_line_that_ends_near_the_end_of_the_stream_is_read_whole(tail: int) -> None:
+    # Protocol 0 strings are lines; the reader asks for more bytes than the line needs,
+    # and a stream that ends sooner still holds the newline (found by the property test).
+    blob = pickle.dumps({"k": "a" * 446, "j": "b" * tail}, protocol=0)
+    result = run_pickle(io.BytesIO(blob))
+    assert result.end == len(blob)
+    assert _plain(result.value) == {"k": "a" * 446, "j": "b" * tail}
+
+
 @pytest.mark.parametrize("protocol", range(6))
 def test_memo_keeps_shared_references(protocol: int) -> None:
     shared = [1, 2]

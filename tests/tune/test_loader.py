@@ -14,8 +14,9 @@ from torchwise.tune.loader import (
     split_batch,
     worker_candidates,
 )
-from torchwise.tune.loader_scan import scan_loader
-from torchwise.tune.session import SessionConfig
+from torchwise.tune.loader_scan import _best, batches_per_sample, scan_loader
+from torchwise.tune.session import ArmResult, SessionConfig, SessionResult
+from torchwise.tune.stats import Comparison, Verdict
 
 DATA = Path(__file__).parent / "loader_data.py"
 
@@ -83,3 +84,58 @@ def test_scan_loader_measures_every_setting() -> None:
     assert set(scan.results) >= {LoaderSettings(), LoaderSettings(1, False, True, None)}
     assert all(r.samples for r in scan.results.values())
     assert scan.best in scan.results
+
+
+def _scan_session(ratios: dict[LoaderSettings, tuple[float, Verdict]]) -> SessionResult:
+    """A finished loader session whose arms ended with the given (ratio, verdict)."""
+    arms = {}
+    for settings, (ratio, verdict) in ratios.items():
+        result = ArmResult(settings.describe())
+        result.comparison = Comparison(
+            rounds=11,
+            ratio=ratio,
+            ci_low=ratio / 4,
+            ci_high=ratio * 4 if verdict is Verdict.SAME else ratio * 1.01,
+            confidence=0.99,
+            p_value=0.5 if verdict is Verdict.SAME else 0.001,
+            min_effect=0.05,
+            verdict=verdict,
+            settled=verdict is not Verdict.SAME,
+            reason="synthetic",
+        )
+        arms[result.name] = result
+    return SessionResult(ArmResult("user"), arms, 11, 1.0, "time budget", SessionConfig())
+
+
+ONE, TWO, FOUR = (LoaderSettings(w, False, True, None) for w in (1, 2, 4))
+
+
+def test_an_unresolved_but_much_faster_loader_setting_is_still_tried() -> None:
+    # A loaded machine left every worker count's interval across 1; the step
+    # trials, which time the whole step, must still get to try the best estimate
+    # (before, the scan returned the user's settings and tune tried no loader).
+    session = _scan_session({ONE: (0.9, Verdict.SAME), FOUR: (0.3, Verdict.SAME)})
+    assert _best(session, [ONE, FOUR], LoaderSettings()) == FOUR
+
+
+def test_a_significantly_faster_loader_setting_beats_a_promising_one() -> None:
+    session = _scan_session({TWO: (0.5, Verdict.FASTER), FOUR: (0.3, Verdict.SAME)})
+    assert _best(session, [TWO, FOUR], LoaderSettings()) == TWO
+
+
+def test_no_loader_setting_is_passed_on_without_a_large_estimated_gain() -> None:
+    session = _scan_session({ONE: (0.9, Verdict.SAME), TWO: (1.3, Verdict.SLOWER)})
+    assert _best(session, [ONE, TWO], LoaderSettings()) == LoaderSettings()
+
+
+def test_a_loader_sample_times_several_batches_per_worker() -> None:
+    # However slow a batch, one batch after the untimed drain times the burst of
+    # workers restarting in phase, not their rate: with 2 workers a sample must
+    # hold at least 4 batches (a target sample this short calibrates to 1).
+    source = load_loader(f"{DATA}:make_loader")
+    config = SessionConfig(min_rounds=2, max_rounds=2, warmup_steps=1, target_sample_s=1e-9)
+    scan = scan_loader(source, torch.device("cpu"), config, cores=1)
+    first = scan.sessions[0]
+    assert first.baseline.steps_per_sample == 4
+    assert {a.steps_per_sample for a in first.arms.values()} == {4}
+    assert batches_per_sample(LoaderSettings(), [LoaderSettings(4, False, True, 4)]) == 8

@@ -206,3 +206,12 @@ def test_knobs_with_a_large_effect_get_the_same_verdict_every_time(repeated_runs
     assert repeated_runs["25%-slower"][Verdict.SLOWER] >= 0.98 * len(SEEDS), repeated_runs
     assert repeated_runs["20%-faster"][Verdict.SLOWER] == 0
     assert repeated_runs["25%-slower"][Verdict.FASTER] == 0
+
+
+def test_a_sample_has_at_least_min_steps_however_slow_the_step() -> None:
+    machine = NoisyMachine(seed=2, jitter=0.0, spike_p=0.0, max_load=1.0)
+    config = SessionConfig(target_sample_s=0.01, min_steps_per_sample=8, min_rounds=8)
+    result = run_session(
+        machine.arm("base", 0.1), [machine.arm("slow", 1.0)], config, clock=machine.clock
+    )
+    assert result.baseline.steps_per_sample == 8 == result.arms["slow"].steps_per_sample

@@ -94,6 +94,12 @@ class Source:
 
     def _ensure(self, n: int) -> None:
         """Make ``n`` bytes available from ``pos``, or raise :class:`Truncated`."""
+        if not self._fill(n):
+            raise Truncated("pickle data was truncated")
+
+    def _fill(self, n: int) -> bool:
+        """Read until ``n`` bytes are available from ``pos``; False if the stream ends
+        first (what it had is kept in the buffer)."""
         if self.offset + n - self.start > self.max_bytes:
             raise BudgetExceeded("the pickle's size in bytes", self.max_bytes, self.offset)
         parts = [self.buf[self.pos :]]
@@ -104,11 +110,12 @@ class Source:
             data = self.stream.read(max(self.chunk, n - have)) or b""
             if not data:
                 self.buf = b"".join(parts)
-                raise Truncated("pickle data was truncated")
+                return False
             parts.append(data)
             have += len(data)
             self.chunk = min(self.chunk * 2, _MAX_CHUNK)
         self.buf = b"".join(parts)
+        return True
 
     def u8(self) -> int:
         """One unsigned byte (the fast path is inline: this runs for most opcodes)."""
@@ -145,8 +152,12 @@ class Source:
             have = len(self.buf) - self.pos
             if have > _MAX_LINE:
                 raise BudgetExceeded("a text argument's length", _MAX_LINE, self.offset)
-            self._ensure(have + min(max(have, _FIRST_CHUNK), _MAX_CHUNK))
+            # Ask for more than the line needs (it is not known yet), but a stream that
+            # ends sooner may still hold the newline: only its absence is truncation.
+            more = self._fill(have + min(max(have, _FIRST_CHUNK), _MAX_CHUNK))
             newline = self.buf.find(b"\n", self.pos + have)
+            if newline < 0 and not more:
+                raise Truncated("pickle data was truncated")
         start = self.pos
         self.pos = newline + 1
         return self.buf[start : newline + 1]

@@ -4,7 +4,11 @@ The loader alone is timed under other settings, interleaved with the user's own
 settings as the baseline: one "step" is fetching one batch (and, on CUDA, copying
 it to the device). Worker processes keep prefetching while another arm runs, so
 each sample first drains the prefetch queue untimed (``queue_depth + 1`` batches)
-and then times batches delivered in steady state.
+and then times batches delivered in steady state. A sample is at least two
+batches per worker of the most parallel setting in the session: the drain leaves
+the workers in phase, so the next few batches arrive together, and a one-batch
+sample would time that burst rather than the rate at which the workers deliver
+(on a loader of 20 ms a batch it made 2 and 4 workers look alike).
 
 Stage A varies ``num_workers`` (0, 1, 2, 4, ... up to twice the cores, with
 ``persistent_workers=True`` so an epoch boundary does not restart workers);
@@ -68,7 +72,14 @@ def _session(
     config: SessionConfig,
 ) -> SessionResult:
     arms = [_fetch_arm(c.describe(), source, c, device) for c in candidates]
+    batches = batches_per_sample(baseline, candidates)
+    config = dataclasses.replace(config, min_steps_per_sample=batches)
     return run_session(_fetch_arm("user", source, baseline, device), arms, config)
+
+
+def batches_per_sample(baseline: LoaderSettings, candidates: list[LoaderSettings]) -> int:
+    """The fewest batches in one sample: two per worker of the most parallel setting."""
+    return max(1, 2 * max(s.num_workers for s in [baseline, *candidates]))
 
 
 #: A loader setting whose scan left it unresolved but whose estimate is at least

@@ -70,6 +70,9 @@ class SessionConfig:
     budget_s: float = 30.0
     target_sample_s: float = 0.01
     max_steps_per_sample: int = 64
+    #: at least this many steps a sample, however slow a step (the loader scan
+    #: needs several batches per worker to time throughput, not one arrival)
+    min_steps_per_sample: int = 1
     confidence: float = 0.99
     min_effect: float = 0.05
     #: stop measuring an arm once its interval rules out effects larger than this
@@ -160,12 +163,13 @@ def _warm_up(
     slowdown = result.warm_step_s / base.warm_step_s
     result.steps_per_sample = base.steps_per_sample
     if slowdown > 4:
-        result.steps_per_sample = max(1, math.floor(base.steps_per_sample * 4 / slowdown))
+        fewer = math.floor(base.steps_per_sample * 4 / slowdown)
+        result.steps_per_sample = max(1, config.min_steps_per_sample, fewer)
 
 
 def _calibrate(per_step_s: float, config: SessionConfig) -> int:
     wanted = math.ceil(config.target_sample_s / max(per_step_s, 1e-9) - 1e-9)
-    return max(1, min(config.max_steps_per_sample, wanted))
+    return max(1, config.min_steps_per_sample, min(config.max_steps_per_sample, wanted))
 
 
 def run_session(
