@@ -18,6 +18,7 @@ kuangliu/pytorch-cifar and milesial/Pytorch-UNet. The files are extracted to a
 temporary directory for the run and never copied into this repository.
 
     python bench/doctor_real_models.py [--only NAME,NAME] [--torchtest] [--mirror /work/.mirror]
+        [--mirror-only cifar,UNet]
 """
 
 from __future__ import annotations
@@ -180,11 +181,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", help="comma-separated names of tests/doctor cases")
     parser.add_argument("--mirror", type=Path, help="fetched repositories (owner+name/repo)")
     parser.add_argument("--torchtest", action="store_true", help="add torchtest's verdicts")
+    parser.add_argument(
+        "--mirror-only", help="comma-separated substrings of repository model names"
+    )
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     warnings.filterwarnings("ignore")
     torch.set_num_threads(2)
     healthy = [c for c in HEALTHY if wanted is None or c.name in wanted]
+    picked = args.mirror_only.split(",") if args.mirror_only else None
     planted = [c for c in PLANTED if wanted is None or c.name in wanted]
     print("## Healthy real models: the whole doctor suite\n")
     peer = run_torchtest if args.torchtest else (lambda case: "-")
@@ -221,15 +226,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"torchtest: {peer_alarms} of {len(healthy)} healthy models flagged (or crashed), "
               f"{peer_caught} of {len(planted)} planted bugs caught")  # fmt: skip
     if args.mirror is not None:
-        run_mirror(args.mirror)
+        run_mirror(args.mirror, picked)
 
 
-def run_mirror(mirror: Path) -> None:
+def run_mirror(mirror: Path, picked: list[str] | None = None) -> None:
     print("\n## Model files of public repositories, from the CLI's targets\n")
     print("| model | repository | target | flagged | skipped | seconds |")
     print("|---|---|---|---|---|---:|")
     alarms = total = 0
     for case in EXTERNAL:
+        if picked is not None and not any(part in case.name for part in picked):
+            continue
         if not (mirror / case.repo / "repo").is_dir():
             print(f"| {case.name} | {case.repo} | not fetched | | | |")
             continue

@@ -11,6 +11,7 @@ dtype, grad mode, deterministic-algorithms mode and the global module hooks.
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -117,13 +118,22 @@ class Snapshot:
 
 
 def _refill(live: dict[str, Any], key: str, value: dict[Any, Any], saved: dict[Any, Any]) -> None:
-    """Put a dict attribute's contents back in place (hook dicts: the caller's handles
-    point at them), or replace it when its type forbids changes (diffusers' FrozenDict)."""
-    try:
+    """Put a changed dict attribute's contents back.
+
+    Plain dicts (torch's hook dicts among them: the caller's handles point at them)
+    are refilled in place. Any other mapping type is never mutated: a frozen one
+    (diffusers' ``FrozenDict`` config) may let ``clear()`` through and then refuse
+    ``update()``, which would leave the caller's object empty; it is replaced by a
+    rebuilt copy, or left as it is when it cannot be rebuilt.
+    """
+    if type(value) in (dict, OrderedDict):
         value.clear()
         value.update(saved)
-    except Exception:
+        return
+    try:
         live[key] = type(value)(saved)
+    except Exception:  # a mapping doctor can neither change nor rebuild: leave it
+        return
 
 
 def _copy_back(tensor: torch.Tensor, value: torch.Tensor) -> None:

@@ -19,10 +19,11 @@ change this file's findings invalidates them, and nothing else does.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,17 @@ class CallSite:
     caller: str  # id of the calling function ("module:f" or "module:<module>")
     path: str
     fact: CallFact
-    after_eval: bool  # an eval() precedes it in the caller (on a compatible branch)
+    #: Whether an eval() precedes it in the caller (on a compatible branch); asked
+    #: of few sites, so worked out on first use (the call graph alone is built for
+    #: every cache-key digest, warm runs included).
+    _after_eval: Callable[[], bool] = field(repr=False, compare=False)
+    _known: bool | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def after_eval(self) -> bool:
+        if self._known is None:
+            self._known = self._after_eval()
+        return self._known
 
 
 class ProjectIndex:
@@ -460,7 +471,12 @@ class ProjectIndex:
                     for call in fact.calls:
                         target = self.ref_target(call.ref, path, fact.class_name)
                         if target is not None:
-                            site = CallSite(caller, path, call, self._after_eval(fact, call, path))
+                            site = CallSite(
+                                caller,
+                                path,
+                                call,
+                                functools.partial(self._after_eval, fact, call, path),
+                            )
                             self._callers.setdefault(target, []).append(site)
         return self._callers.get(function_id, [])
 

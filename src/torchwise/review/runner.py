@@ -202,6 +202,11 @@ class _Run:
         self.progress = progress
         self.index: ProjectIndex | None = None
         self.trees: dict[str, ast.Module] = {}
+        # (import as written, importer's directory) -> file: a package's files
+        # import the same modules, each lookup costs several stat() calls, and a
+        # warm run does nothing else as costly.
+        self._located: dict[tuple[str, str], str | None] = {}
+        self._files = _Files()
 
     def review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
         # Parsed trees are large, acyclic and long-lived: the cyclic garbage
@@ -265,7 +270,7 @@ class _Run:
             wanted: set[str] = set()
             for path, summary in pending.items():
                 for written in [*summary.imports.values(), *summary.star_imports]:
-                    found = _local_module(written, path)
+                    found = self._locate(written, path)
                     if found is None or found in summaries or found in extra:
                         continue
                     if not self.settings.is_excluded(found):
@@ -275,6 +280,12 @@ class _Run:
             pending = found_now
             summaries = {**summaries, **found_now}
         return extra
+
+    def _locate(self, written: str, importer: str) -> str | None:
+        key = (written, os.path.dirname(importer))
+        if key not in self._located:
+            self._located[key] = _local_module(written, importer, self._files)
+        return self._located[key]
 
     # -- the rule pass -----------------------------------------------------------
     def _analyse(
@@ -337,31 +348,54 @@ def _summary_of(path: str) -> ModuleSummary:
     return _parse_and_summarise(path)[1]
 
 
-def _local_module(written: str, importer: str) -> str | None:
+class _Files:
+    """Which files each directory holds, listed once per run: resolving a
+    package's imports asks about the same few directories thousands of times."""
+
+    def __init__(self) -> None:
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def has(self, directory: str, name: str) -> bool:
+        listed = self._listed.get(directory)
+        if listed is None:
+            try:
+                with os.scandir(directory or ".") as entries:
+                    listed = frozenset(e.name for e in entries if e.is_file())
+            except OSError:
+                listed = frozenset()
+            self._listed[directory] = listed
+        return name in listed
+
+
+def _local_module(written: str, importer: str, files: _Files | None = None) -> str | None:
     """The file a project import names, looked for beside the importer (and, for
     a package, beside its top package), as Python's path would find it."""
     if written.startswith("<") or written.split(".", 1)[0] in {"torch", "numpy", "torchvision"}:
         return None
-    here = Path(importer).parent
+    files = files or _Files()
+    here = os.path.dirname(importer)
     if written.startswith("."):
         level = len(written) - len(written.lstrip("."))
         base = here
         for _ in range(level - 1):
-            base = base.parent
+            base = os.path.dirname(base)
         parts = [p for p in written[level:].split(".") if p]
         roots = [base]
     else:
         parts = written.split(".")
         top = here
-        while (top / "__init__.py").exists() and top.parent != top:
-            top = top.parent
+        while files.has(top, "__init__.py") and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
         roots = [here] if top == here else [here, top]
     for root in roots:
         for length in range(len(parts), 0, -1):
-            stem = root.joinpath(*parts[:length])
-            for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
-                if candidate.is_file():
-                    return str(candidate)
+            *inner, last = parts[:length]
+            directory = os.path.join(root, *inner)
+            if files.has(directory, f"{last}.py"):
+                return os.path.join(directory, f"{last}.py")
+            package = os.path.join(directory, last)
+            if files.has(package, "__init__.py"):
+                return os.path.join(package, "__init__.py")
     return None
 
 

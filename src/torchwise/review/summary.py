@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from torchwise.review import effects as E
@@ -132,7 +132,9 @@ class ModuleSummary:
     source_hash: str = ""
 
     def to_json(self) -> Json:
-        return asdict(self)
+        # Most argument facts are nearly empty: written out in full they made a
+        # cache entry 4x larger, and decoding the JSON was most of a warm run.
+        return asdict(self, dict_factory=_compact_arg_fact)
 
     @classmethod
     def from_json(cls, data: Json) -> ModuleSummary:
@@ -190,6 +192,25 @@ class ModuleSummary:
     def digest(self) -> str:
         """Changes whenever the summary can: with the text it was made from."""
         return self.source_hash
+
+
+_ARG_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in fields(ArgFact) if f.default is not MISSING
+}
+_ARG_FIELDS = frozenset(f.name for f in fields(ArgFact))
+
+
+def _compact_arg_fact(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``asdict``'s dict factory: an ArgFact's fields at their defaults are left
+    out (``ArgFact(**item)`` restores them); other dataclasses are kept whole."""
+    if {key for key, _ in pairs} != _ARG_FIELDS:
+        return dict(pairs)
+    # Identity, not equality, for the defaults: a literal False or 0 is no None.
+    return {
+        key: value
+        for key, value in pairs
+        if not (value is _ARG_DEFAULTS.get(key, MISSING) or (key == "flags" and value == []))
+    }
 
 
 def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:

@@ -70,7 +70,7 @@ class EvaluationWithoutEval(Rule):
     code = "TW104"
     name = "evaluation-without-eval"
     family = "training"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = (
         "{what} runs the model but never calls `.eval()` "
         "(dropout and batch norm stay in training mode)"

@@ -98,11 +98,27 @@ class TensorAttribute(Rule):
         )
         self.candidates[(cls.name, attr)] = (node, fix)
 
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        # `self.freqs.to(x.device)` in a method: the module moves it by hand, on
+        # purpose (kept out of `.half()` casts, or derived and not worth saving).
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _MOVES):
+            return
+        function = ctx.function
+        cls = module_method(ctx)
+        attr = self_attribute(func.value)
+        if function is None or cls is None or attr is None or function.name == "__init__":
+            return
+        self.reassigned.add((cls.name, attr))
+
     def leave_module(self, module: object, ctx: Context) -> None:
         for (cls, attr), (node, fix) in self.candidates.items():
             if (cls, attr) not in self.reassigned:
                 ctx.report(self, node, fix=fix, attr=attr)
 
+
+#: Calls that put a tensor on a device (and dtype) by hand.
+_MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
 
 #: Plain tensors a framework reads by name: Lightning's example input.
 _FRAMEWORK_ATTRIBUTES = frozenset({"example_input_array"})

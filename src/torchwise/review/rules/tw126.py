@@ -55,7 +55,7 @@ class RequiresGradThenMoved(Rule):
     code = "TW126"
     name = "requires-grad-then-moved"
     family = "modules"
-    severity = Severity.ERROR
+    severity = Severity.INFO
     impact = "crash"
     message = "`.{move}()` makes this `requires_grad` tensor a non-leaf: its `.grad` stays None"
     fix = Applicability.UNSAFE

@@ -52,7 +52,7 @@ class DataAttribute(TensorNames, Rule):
     code = "TW131"
     name = "data-attribute"
     family = "modules"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{base}.data` in {where} bypasses autograd: use the tensor (or `.detach()`)"
 
     def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> None:

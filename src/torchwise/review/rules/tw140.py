@@ -60,7 +60,7 @@ class FactoryWithoutDevice(TensorNames, Rule):
     code = "TW140"
     name = "factory-without-device"
     family = "modules"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     impact = "crash"
     message = "`torch.{name}` in `forward` without `device=` is on the CPU, unlike its operand"
 

@@ -60,7 +60,7 @@ class OptimizerCreatedPerEpoch(Rule):
     code = "TW142"
     name = "optimizer-created-per-epoch"
     family = "training"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     in_test_modules = False
     message = (
         "a new optimizer is built {where}: its state (momentum, Adam moments) restarts each time"
