@@ -7,7 +7,6 @@ and a hanging model is stopped at the time limit.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
 from collections.abc import Awaitable, Callable
@@ -205,25 +204,13 @@ def test_document_model_writes_only_when_asked(server: Any, workspace: Path) -> 
 
 #: The test generator ships on its own branch (`torchwise tests`); until it is merged the
 #: write_tests tool is listed and answers with one clear error.
-HAS_TESTGEN = importlib.util.find_spec("torchwise.testgen") is not None
-
-
 def test_write_tests_needs_an_output_to_write_or_check(server: Any) -> None:
     for flag in ("write", "check"):
         result = call(server, "write_tests", {"target": "cifarnet", flag: True})
         assert result.is_error and "need output" in str(result.content)
 
 
-@pytest.mark.skipif(HAS_TESTGEN, reason="torchwise.testgen is installed")
-def test_write_tests_without_the_generator_says_what_is_missing(server: Any) -> None:
-    from torchwise.mcp.jobs import NO_TESTGEN
-
-    result = call(server, "write_tests", {"target": "cifarnet"})
-    assert result.is_error and NO_TESTGEN in str(result.content)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_TESTGEN, reason="torchwise.testgen (torchwise tests) is not merged")
 def test_write_tests_generates_without_writing(server: Any, workspace: Path) -> None:
     before = {p for p in workspace.rglob("*") if p.is_file()}
     fast = {"target": "cifarnet", "checks": ["grad-flow"]}  # one doctor check keeps it quick

@@ -227,13 +227,6 @@ def project_knowledge(root: Path, progress: Progress) -> ProjectKnowledge:
     return gather_knowledge(root)
 
 
-#: What an install without the test generator says when ``write_tests`` is called.
-NO_TESTGEN = (
-    "write_tests needs torchwise's test generator (torchwise.testgen, the `torchwise tests` "
-    "command), which this torchwise install does not include"
-)
-
-
 def write_tests(
     root: Path,
     target: str,
@@ -249,15 +242,8 @@ def write_tests(
     """``torchwise tests``: generate (``mode="generate"``), compare with the file at
     ``output`` (``"check"``) or write it there (``"write"``; ``output`` is a
     workspace path, checked by the server)."""
-    try:
-        # Imported here: the generator ships with `torchwise tests`; without it the
-        # other tools work and this one says what is missing.
-        from torchwise.testgen import write_tests as generate_tests
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not exc.name.startswith("torchwise.testgen"):
-            raise
-        raise TorchwiseError(NO_TESTGEN) from None
     from torchwise.project.isolation import import_from
+    from torchwise.testgen import write_tests as generate_tests
 
     import_from(root)
     progress(0, 1, f"generating and running tests for {target}")
