@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import sys
 from pathlib import Path
@@ -133,13 +134,20 @@ def review(
         names = ", ".join(str(path) for path in targets)
         raise TorchwiseError(f"no Python files found in {names}", hint="review .py, .pyi or .ipynb")
     cache_dir = None if no_cache else (config.root or Path.cwd()) / CACHE_DIR_NAME
+    run = functools.partial(
+        review_paths,
+        files,
+        settings,
+        fix=fix_mode,
+        jobs=jobs,
+        cache_dir=cache_dir,
+        with_index=fmt == "markdown",  # its testing advice names the project's models
+    )
     if len(files) < _PROGRESS_FROM:
-        report = review_paths(files, settings, fix=fix_mode, jobs=jobs, cache_dir=cache_dir)
+        report = run()
     else:
         with console.progress(len(files), "Reviewing") as bar:
-            report = review_paths(
-                files, settings, fix=fix_mode, jobs=jobs, cache_dir=cache_dir, progress=bar.advance
-            )
+            report = run(progress=bar.advance)
     if diff:
         _print_diff(report, console)
         changed = [file for file in report.files if file.fixed is not None]

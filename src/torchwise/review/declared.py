@@ -54,11 +54,14 @@ def parse_spec(spec: str) -> TorchRange | None:
     return TorchRange(minimum, below)
 
 
+def packaging_files(directory: Path) -> list[Path]:
+    """The files of one directory that may declare a torch range (present or not)."""
+    return [directory / name for name in _FILES] + sorted(directory.glob("requirements*.txt"))
+
+
 def declared_in(directory: Path) -> TorchRange | None:
     """The torch range declared by the packaging files of one directory."""
-    candidates = [directory / name for name in _FILES]
-    candidates += sorted(directory.glob("requirements*.txt"))
-    for path in candidates:
+    for path in packaging_files(directory):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -122,3 +125,10 @@ class Declarations:
             if (candidate / ".git").exists():
                 return None  # the repository's root: nothing above belongs to it
         return None
+
+    def consulted(self) -> list[Path]:
+        """Every directory looked in and packaging file looked at, so far: what a
+        cached answer depends on (a file added to a directory changes its mtime)."""
+        return [
+            path for directory in self._found for path in (directory, *packaging_files(directory))
+        ]

@@ -9,39 +9,32 @@ Two passes, each once per file:
    project declares;
 2. the rule pass: each file is analysed with the view of the index it can see.
 
-Both are cached in ``.torchwise_cache/``: an entry per file content holds its
-summary and its findings keyed by the digest of its view of the index, so an
-unchanged project is answered without parsing anything, and a change to one
-file re-runs the rules only where the index says it can matter. Files fan out
-over ``jobs`` worker processes when there are many; with one job, the trees of
-the index pass are kept for the rule pass instead of being parsed again.
+Both are cached in ``.torchwise_cache/`` (:mod:`.cache`): an entry per file
+content holds its summary and its findings keyed by the digest of its view of
+the index, so a change to one file re-runs the rules only where the index says
+it can matter; a record per run answers an unchanged project from ``stat``
+calls alone. Files fan out over ``jobs`` worker processes when there are many;
+with one job, the trees of the index pass are kept for the rule pass instead of
+being parsed again.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import gc
-import hashlib
-import json
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchwise import __version__
+from torchwise.review.cache import ReviewCache
 from torchwise.review.declared import Declarations
 from torchwise.review.engine import analyse_source, parse
 from torchwise.review.files import SourceFile, discover, read_source
-from torchwise.review.findings import (
-    Applicability,
-    Finding,
-    Severity,
-    finding_from_dict,
-    finding_to_dict,
-)
+from torchwise.review.findings import Applicability, Finding, Severity
 from torchwise.review.fixes import fix_source
 from torchwise.review.project import ProjectIndex, TorchRange
 from torchwise.review.settings import ReviewSettings
@@ -129,17 +122,20 @@ def review_paths(
     cache_dir: Path | None = None,
     force_exclude: bool = False,
     progress: Progress | None = None,
+    with_index: bool = True,
 ) -> ReviewReport:
     """Review every file under ``paths`` (default settings: the default rules).
 
     Raises TorchwiseError for a path that does not exist. ``progress`` is called
-    with the number of files just finished, for a progress display."""
+    with the number of files just finished, for a progress display. Without
+    ``with_index``, the report may come without its project index (``index``
+    None): an unchanged project is then answered from the cache's run record."""
     settings = settings or ReviewSettings()
     files, excluded = select_files(paths, settings, force_exclude)
-    cache = _Cache(cache_dir, settings) if cache_dir is not None and fix is None else None
+    cache = ReviewCache(cache_dir, settings) if cache_dir is not None and fix is None else None
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     run = _Run(settings, cache, workers, progress)
-    reports = run.review([str(path) for path in files], fix)
+    reports = run.review([str(path) for path in files], fix, with_index)
     return ReviewReport(reports, run.index, excluded)
 
 
@@ -160,7 +156,7 @@ def review_text(
     summaries = {path: summarize_tree(tree, text, path)}
     run = _Run(settings, None, 1, None)
     summaries.update(run._extra_files(summaries))
-    index = ProjectIndex(summaries.values(), _torch_ranges(summaries))
+    index = ProjectIndex(summaries.values(), _torch_ranges(summaries, Declarations()))
     enabled = settings.enabled_for(path)
     view = index.view(path)
     findings = analyse_source(text, path, enabled, settings, view=view, tree=tree)
@@ -192,7 +188,7 @@ class _Run:
     def __init__(
         self,
         settings: ReviewSettings,
-        cache: _Cache | None,
+        cache: ReviewCache | None,
         workers: int,
         progress: Progress | None,
     ) -> None:
@@ -207,15 +203,31 @@ class _Run:
         # warm run does nothing else as costly.
         self._located: dict[tuple[str, str], str | None] = {}
         self._files = _Files()
+        self._declarations = Declarations()
 
-    def review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
+    def review(self, paths: list[str], fix: FixMode | None, with_index: bool) -> list[FileReport]:
+        cache = self.cache if fix is None else None
+        if cache is not None and not with_index:
+            answered = cache.answered_run(paths)
+            if answered is not None:
+                self._advance(len(paths))
+                return [FileReport(r.path, r.findings, r.lines, cached=True) for r in answered]
+        started = time.time_ns()
         # Parsed trees are large, acyclic and long-lived: the cyclic garbage
         # collector would scan them again and again (it tripled the parse time on
         # timm). Frozen, they are left alone and still freed by reference counting.
         try:
-            return self._review(paths, fix)
+            reports = self._review(paths, fix)
         finally:
             gc.unfreeze()
+        if cache is not None and self.index is not None:
+            looked_at = [
+                *self.index.summaries,
+                *self._files.listed(),
+                *map(str, self._declarations.consulted()),
+            ]
+            cache.record_run(paths, [(r.findings, r.lines) for r in reports], looked_at, started)
+        return reports
 
     def _review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
         entries = {path: self.cache.get(Path(path)) if self.cache else None for path in paths}
@@ -223,7 +235,8 @@ class _Run:
         missing = [path for path in paths if path not in summaries]
         summaries.update(self._summarise(missing, keep_trees=True))
         summaries.update(self._extra_files(summaries))
-        self.index = index = ProjectIndex(summaries.values(), _torch_ranges(summaries))
+        ranges = _torch_ranges(summaries, self._declarations)
+        self.index = index = ProjectIndex(summaries.values(), ranges)
 
         reports: dict[str, FileReport] = {}
         todo: list[tuple[str, str]] = []  # (path, view digest)
@@ -239,7 +252,8 @@ class _Run:
         for report, digest in self._analyse(todo, index, fix):
             reports[report.path] = report
             if self.cache is not None and fix is None:
-                self.cache.put(Path(report.path), summaries[report.path], digest, report)
+                summary = summaries[report.path]
+                self.cache.put(Path(report.path), summary, digest, report.lines, report.findings)
         return [reports[path] for path in paths]
 
     # -- the index pass --------------------------------------------------------
@@ -366,6 +380,10 @@ class _Files:
             self._listed[directory] = listed
         return name in listed
 
+    def listed(self) -> list[str]:
+        """The directories listed so far."""
+        return list(self._listed)
+
 
 def _local_module(written: str, importer: str, files: _Files | None = None) -> str | None:
     """The file a project import names, looked for beside the importer (and, for
@@ -399,8 +417,9 @@ def _local_module(written: str, importer: str, files: _Files | None = None) -> s
     return None
 
 
-def _torch_ranges(summaries: dict[str, ModuleSummary]) -> dict[str, TorchRange]:
-    declarations = Declarations()
+def _torch_ranges(
+    summaries: dict[str, ModuleSummary], declarations: Declarations
+) -> dict[str, TorchRange]:
     ranges: dict[str, TorchRange] = {}
     for directory in {str(Path(path).parent) for path in summaries}:
         found = declarations.nearest(Path(directory))
@@ -474,75 +493,3 @@ def _map_cells(findings: Iterable[Finding], source_file: SourceFile) -> list[Fin
         cell, cell_line = source_file.cells[index] if source_file.cells else (1, 1)
         mapped.append(dataclasses.replace(finding, cell=cell, cell_line=cell_line))
     return mapped
-
-
-# -- the cache -----------------------------------------------------------------------
-@dataclass
-class _Entry:
-    summary: ModuleSummary
-    lines: int
-    findings: dict[str, list[Finding]]  # view digest -> findings
-
-
-class _Cache:
-    """One entry per file content: its summary, and its findings by view digest."""
-
-    _MAX_VIEWS = 4  # findings kept per entry (rule sets or project states)
-
-    def __init__(self, directory: Path, settings: ReviewSettings) -> None:
-        self.directory = directory / "review"
-        self.settings = settings
-        self.salt = hashlib.sha256(f"{__version__}|{_engine_fingerprint()}".encode()).hexdigest()
-
-    def _key(self, path: Path, data: bytes) -> Path:
-        digest = hashlib.sha256()
-        for part in (self.salt.encode(), str(path).encode(), data):
-            digest.update(part)
-            digest.update(b"\0")
-        name = digest.hexdigest()
-        return self.directory / name[:2] / f"{name}.json"
-
-    def get(self, path: Path) -> _Entry | None:
-        try:
-            stored = json.loads(self._key(path, path.read_bytes()).read_text(encoding="utf-8"))
-            return _Entry(
-                ModuleSummary.from_json(stored["summary"]),
-                int(stored["lines"]),
-                {
-                    key: [finding_from_dict(item) for item in items]
-                    for key, items in stored["findings"].items()
-                },
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, path: Path, summary: ModuleSummary, digest: str, report: FileReport) -> None:
-        try:
-            entry = self._key(path, path.read_bytes())
-            try:
-                stored = json.loads(entry.read_text(encoding="utf-8"))
-                findings = dict(list(stored["findings"].items())[-(self._MAX_VIEWS - 1) :])
-            except (OSError, ValueError, KeyError, TypeError):
-                findings = {}
-            findings[digest] = [finding_to_dict(f) for f in report.findings]
-            payload = {"summary": summary.to_json(), "lines": report.lines, "findings": findings}
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            temporary = entry.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(payload), encoding="utf-8")
-            temporary.replace(entry)
-            ignore = self.directory.parent / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# created by torchwise\n*\n", encoding="utf-8")
-        except OSError:
-            pass  # a read-only tree still gets reviewed, just not cached
-
-
-@functools.cache
-def _engine_fingerprint() -> str:
-    """A hash of the review package's own sources, so editing a rule invalidates the cache."""
-    digest = hashlib.sha256()
-    package = Path(__file__).parent
-    for file in sorted(package.rglob("*.py")):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()
