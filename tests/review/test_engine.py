@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,22 @@ def test_a_file_with_a_stray_syntax_error_is_still_reviewed() -> None:
     assert codes == ["TW000", "TW123", "TW604"]
     hopeless = "def f(:\n" * 20
     assert [f.code for f in review_source(hopeless, "x.py", ReviewSettings())] == ["TW000"]
+
+
+def test_call_filters_only_skip_calls_the_rule_ignores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule's ``call_names``/``call_methods`` let the engine skip its
+    ``visit_Call``; every fixture gives the same findings without them, so no
+    filter is narrower than the rule's own test."""
+    from torchwise.review import all_rules
+    from torchwise.review.settings import ReviewSettings
+
+    fixtures = sorted((Path(__file__).parent / "fixtures").glob("TW*.py"))
+    settings = ReviewSettings(select=("ALL",))
+    filtered = {path: review_source(path.read_text(), str(path), settings) for path in fixtures}
+    rules = [info.cls for info in all_rules().values()]
+    assert any(rule.call_names or rule.call_methods for rule in rules)
+    for rule in rules:
+        monkeypatch.setattr(rule, "call_names", None)
+        monkeypatch.setattr(rule, "call_methods", None)
+    for path, found in filtered.items():
+        assert review_source(path.read_text(), str(path), settings) == found, path.name

@@ -143,12 +143,21 @@ class _Pass(Tracker):
         self.events: dict[str, list[Handler]] = {
             event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
+        # visit_Call handlers with the calls they act on (None: all), in rule order.
+        self.call_subscribers: list[tuple[Handler, frozenset[str] | None, frozenset[str] | None]]
+        self.call_subscribers = []
         for rule in rules:
             node_types, events = subscriptions(type(rule))
             for node_type, name in node_types:
-                self.handlers.setdefault(node_type, []).append(getattr(rule, name))
+                if node_type is ast.Call:
+                    handler = getattr(rule, name)
+                    self.call_subscribers.append((handler, rule.call_names, rule.call_methods))
+                else:
+                    self.handlers.setdefault(node_type, []).append(getattr(rule, name))
             for name in events:
                 self.events[name].append(getattr(rule, name))
+        # (resolved name, method name) of a call -> the handlers it goes to
+        self.call_handlers: dict[tuple[str | None, str | None], list[Handler]] = {}
         self.failed: set[str] = set()
         self.special: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.Import: self._import,
@@ -240,7 +249,7 @@ class _Pass(Tracker):
 
     def visit(self, node: ast.AST) -> None:
         kind = type(node)
-        handlers = self.handlers.get(kind)
+        handlers = self._handlers_of_call(node) if kind is ast.Call else self.handlers.get(kind)
         if handlers:
             for handler in handlers:
                 try:
@@ -254,6 +263,21 @@ class _Pass(Tracker):
             self.children(node)
         else:
             special(node)
+
+    def _handlers_of_call(self, call: Any) -> list[Handler]:
+        func = call.func
+        key = (self.ctx.call_name(call), func.attr if isinstance(func, ast.Attribute) else None)
+        found = self.call_handlers.get(key)
+        if found is None:
+            name, method = key
+            found = self.call_handlers[key] = [
+                handler
+                for handler, names, methods in self.call_subscribers
+                if (names is None and methods is None)
+                or (names is not None and name in names)
+                or (methods is not None and method in methods)
+            ]
+        return found
 
     def children(self, node: ast.AST) -> None:
         fields = CHILD_FIELDS.get(type(node))

@@ -86,6 +86,12 @@ class Rule:
     fix: ClassVar[Applicability | None] = None  # the best fix this rule can offer
     #: What goes wrong when the finding is real (see IMPACTS); None: the family's default.
     impact: ClassVar[str | None] = None
+    #: When ``visit_Call`` acts only on some calls: the resolved names
+    #: (``ctx.call_name``) and the method names (``x.backward()``) it acts on.
+    #: The engine calls it for no other call (every call on timm's sources asked
+    #: 45 handlers, most of them to return at once); both None: every call.
+    call_names: ClassVar[frozenset[str] | None] = None
+    call_methods: ClassVar[frozenset[str] | None] = None
 
 
 @dataclass(frozen=True)

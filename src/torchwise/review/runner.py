@@ -237,6 +237,7 @@ class _Run:
         summaries.update(self._extra_files(summaries))
         ranges = _torch_ranges(summaries, self._declarations)
         self.index = index = ProjectIndex(summaries.values(), ranges)
+        gc.freeze()  # the summaries and the index live as long as the run, like the trees
 
         reports: dict[str, FileReport] = {}
         todo: list[tuple[str, str]] = []  # (path, view digest)
@@ -437,6 +438,7 @@ def _init_worker(
 ) -> None:
     _WORKER["index"] = ProjectIndex(summaries, ranges)
     _WORKER["settings"] = settings
+    gc.freeze()  # long-lived: the collector need not scan them at every file
 
 
 def _review_in_worker(path: str, fix: FixMode | None) -> FileReport:

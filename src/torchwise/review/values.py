@@ -10,6 +10,7 @@ using the scopes and the project view that :class:`~.context.Context` keeps.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,18 @@ _NAME_KINDS = (
     (re.compile(r"(^|_)loss$"), F.LOSS),
     (re.compile(r"(^|_)(train_|val_|test_)?(data)?loader$"), F.LOADER),
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def conventional_kind(name: str) -> str | None:
+    """The kind a variable's name conventionally says it holds (``optimizer``,
+    ``train_loader``), or None. Remembered: the same few names are asked about
+    at every use, in every file."""
+    for pattern, kind in _NAME_KINDS:
+        if pattern.search(name):
+            return kind
+    return None
+
 
 #: Activations whose output a loss may wrongly receive.
 ACTIVATIONS = {
@@ -185,10 +198,9 @@ class ValueReader:
             return found
         if found is None and self.qualname(expr) is not None:
             return None  # an imported module or function (`torch.optim`), not a variable
-        last = name.rsplit(".", 1)[-1]
-        for pattern, kind in _NAME_KINDS:
-            if pattern.search(last):
-                return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
+        kind = conventional_kind(name.rsplit(".", 1)[-1])
+        if kind is not None:
+            return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
         return found
 
     def kind_of_call(self, call: ast.Call) -> str | None:

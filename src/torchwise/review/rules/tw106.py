@@ -64,6 +64,8 @@ class LossAccumulatedWithGraph(Rule):
         "use `.item()` or `.detach()`"
     )
 
+    call_methods = frozenset({"append"})
+
     def __init__(self) -> None:
         # (function node or None, name) -> loop depth of its last plain assignment
         self.assigned_at: dict[tuple[int, str], int] = {}

@@ -51,6 +51,7 @@ class BackwardUnderNoGrad(Rule):
     severity = Severity.ERROR
     impact = "crash"
     message = "`backward()` on a value computed under `{mode}`: no graph was recorded"
+    call_methods = frozenset({"backward"})
 
     def __init__(self) -> None:
         self.computed_without_grad: set[tuple[int, str]] = set()

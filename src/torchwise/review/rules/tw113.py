@@ -53,6 +53,8 @@ class NonStrictLoadIgnored(Rule):
         "`load_state_dict(strict=False)` result ignored: missing and unexpected keys go unnoticed"
     )
 
+    call_methods = frozenset({"load_state_dict"})
+
     def __init__(self) -> None:
         self.candidates: list[ast.Call] = []
         self.is_script = False

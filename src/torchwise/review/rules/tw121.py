@@ -19,6 +19,8 @@ from torchwise.review.rules._util import (
     replace_fix,
 )
 
+_MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
+
 
 @rule
 class TensorAttribute(Rule):
@@ -70,6 +72,8 @@ class TensorAttribute(Rule):
     message = "tensor `self.{attr}` is not a buffer: `.to()` and `state_dict()` ignore it"
     fix = Applicability.UNSAFE
 
+    call_methods = _MOVES
+
     def __init__(self) -> None:
         # (class, attribute) -> the __init__ assignment and its fix
         self.candidates: dict[tuple[str, str], tuple[ast.Assign, Fix | None]] = {}
@@ -118,7 +122,6 @@ class TensorAttribute(Rule):
 
 
 #: Calls that put a tensor on a device (and dtype) by hand.
-_MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
 
 #: Plain tensors a framework reads by name: Lightning's example input.
 _FRAMEWORK_ATTRIBUTES = frozenset({"example_input_array"})

@@ -56,6 +56,8 @@ class ForwardCalledDirectly(Rule):
     message = "`{receiver}.forward(...)` skips the module's hooks: call `{receiver}(...)`"
     fix = Applicability.UNSAFE
 
+    call_methods = frozenset({"forward"})
+
     def __init__(self) -> None:
         self.modules: set[tuple[str, str]] = set()  # (class, attr) holding a submodule
 

@@ -55,6 +55,8 @@ class SoftmaxWithoutDim(Rule):
     impact = "maintenance"
     message = "`{callee}` without `dim`: PyTorch guesses the dimension from the input's rank"
 
+    call_names = frozenset(_SOFTMAX_FAMILY)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         position = _SOFTMAX_FAMILY.get(qualname or "")

@@ -51,6 +51,8 @@ class ViewAfterPermute(Rule):
     message = "`.view()` merges dimensions `.permute()` made non-contiguous: use `.reshape()`"
     fix = Applicability.SAFE
 
+    call_methods = frozenset({"view"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr != "view" or node.keywords:

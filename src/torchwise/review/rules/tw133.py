@@ -62,6 +62,8 @@ class FunctionalDropoutTraining(Rule):
     message = "`{func}` without `training=self.training` stays on in eval mode"
     fix = Applicability.UNSAFE
 
+    call_names = frozenset(_FUNCTIONAL_DROPOUT)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname not in _FUNCTIONAL_DROPOUT or not ctx.in_module_class:

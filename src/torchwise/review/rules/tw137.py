@@ -54,6 +54,8 @@ class RegisterBufferNonTensor(Rule):
     impact = "crash"
     message = "`register_buffer` needs a tensor, not a {kind}"
 
+    call_methods = frozenset({"register_buffer"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr != "register_buffer":

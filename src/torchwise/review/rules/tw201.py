@@ -56,6 +56,8 @@ class DataLoaderWithoutWorkers(Rule):
     default_enabled = False
     message = "`DataLoader` without `num_workers` loads every batch in the training process"
 
+    call_names = frozenset(_DATALOADERS)
+
     def __init__(self) -> None:
         self.candidates: list[tuple[ast.Call, bool]] = []  # (call, shuffles or samples)
 

@@ -46,6 +46,8 @@ class DataParallel(Rule):
     default_enabled = False
     message = "`nn.DataParallel` is slower than `DistributedDataParallel`, even on one machine"
 
+    call_names = frozenset(_DATA_PARALLEL)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) in _DATA_PARALLEL:
             ctx.report(self, node)

@@ -50,6 +50,8 @@ class HardCodedCuda(Rule):
     default_enabled = False
     message = "`{call}` hard-codes CUDA: pass a configurable `device`"
 
+    call_methods = frozenset({"cuda", "to"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr not in {"cuda", "to"}:

@@ -52,6 +52,8 @@ class ZeroGradNotToNone(Rule):
     message = "`zero_grad(set_to_none=False)` keeps zero tensors: the default frees them"
     fix = Applicability.UNSAFE
 
+    call_methods = frozenset({"zero_grad"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr != "zero_grad":

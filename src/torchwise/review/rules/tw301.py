@@ -82,6 +82,8 @@ class TorchLoadUnsafe(Rule):
     message = "`{callee}` without `weights_only=True` can run arbitrary code from the file"
     fix = Applicability.UNSAFE
 
+    call_names = frozenset(_TORCH_LOADERS)
+
     def __init__(self) -> None:
         # Loads without weights_only: judged at the end of the file, once it is
         # known whether they load a pickled module (TW416 reports those).

@@ -50,6 +50,8 @@ class HubTrustRepo(Rule):
     severity = Severity.WARNING
     message = "`{callee}(trust_repo=True)` runs the repository's code without asking"
 
+    call_names = frozenset(_HUB_CALLS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname in _HUB_CALLS:

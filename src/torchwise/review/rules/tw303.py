@@ -47,6 +47,8 @@ class NumpyAllowPickle(Rule):
     severity = Severity.WARNING
     message = "`numpy.load(allow_pickle=True)` unpickles object arrays: it can run any code"
 
+    call_names = frozenset({"numpy.load"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) == "numpy.load" and is_true(_argument(node, "allow_pickle", 2)):
             ctx.report(self, node)

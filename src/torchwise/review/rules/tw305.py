@@ -47,6 +47,8 @@ class PickleLoad(Rule):
     severity = Severity.WARNING
     message = "`{callee}` unpickles the file: it can run any code the file contains"
 
+    call_names = frozenset(_FILE_UNPICKLERS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname in _FILE_UNPICKLERS:

@@ -46,6 +46,8 @@ class PickleLoads(Rule):
     default_enabled = False
     message = "`{callee}` runs any code the bytes contain; make sure they cannot come from outside"
 
+    call_names = frozenset(_BYTES_UNPICKLERS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname in _BYTES_UNPICKLERS:

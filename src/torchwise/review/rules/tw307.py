@@ -63,6 +63,8 @@ class YamlUnsafeLoad(Rule):
     message = "`{callee}` can construct arbitrary Python objects; use `yaml.safe_load`"
     fix = Applicability.UNSAFE
 
+    call_names = frozenset(_YAML_UNSAFE_CALLS) | frozenset(_YAML_LOADS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname in _YAML_UNSAFE_CALLS:

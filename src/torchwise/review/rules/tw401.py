@@ -58,6 +58,8 @@ class DeprecatedAmp(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_AMP_RENAMES)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname not in _AMP_RENAMES:

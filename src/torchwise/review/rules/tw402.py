@@ -49,6 +49,8 @@ class RemovedLinalgFunction(Rule):
     severity = Severity.ERROR
     message = "`{old}` was removed from PyTorch and raises when called; use `{new})"
 
+    call_names = frozenset(_REMOVED)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         if qualname in _REMOVED:

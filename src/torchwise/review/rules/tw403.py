@@ -57,6 +57,8 @@ class AutogradVariable(Rule):
     message = "`torch.autograd.Variable` is a deprecated no-op; use the tensor itself"
     fix = Applicability.SAFE
 
+    call_names = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) not in {
             "torch.autograd.Variable",

@@ -56,6 +56,8 @@ class FunctionalActivationAlias(Rule):
     message = "`{old}` is a legacy alias; use `{new}`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_ACTIVATION_ALIASES)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         new = _ACTIVATION_ALIASES.get(qualname or "")

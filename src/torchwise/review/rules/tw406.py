@@ -70,6 +70,8 @@ class DeprecatedLinalgFunction(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_DEPRECATED)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         new = _DEPRECATED.get(qualname)

@@ -57,6 +57,8 @@ class TorchRange(Rule):
     )
     fix = Applicability.SAFE
 
+    call_names = frozenset({"torch.range"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) != "torch.range":
             return

@@ -53,6 +53,8 @@ class AssertAllclose(Rule):
     message = "`torch.testing.assert_allclose` is deprecated; use `torch.testing.assert_close`"
     fix = Applicability.UNSAFE
 
+    call_names = frozenset({"torch.testing.assert_allclose"})
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) != "torch.testing.assert_allclose":
             return

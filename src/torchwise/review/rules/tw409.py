@@ -55,6 +55,8 @@ class LegacyTensorConstructor(Rule):
     default_enabled = False
     message = "legacy constructor `{old}`; use `{new}`"
 
+    call_names = frozenset(_LEGACY_CONSTRUCTORS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         dtype = _LEGACY_CONSTRUCTORS.get(qualname)

@@ -55,6 +55,8 @@ class ClipGradNormWithoutUnderscore(Rule):
     message = "`clip_grad_norm` is deprecated; use `clip_grad_norm_`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_CLIP_GRAD_NORM)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) not in _CLIP_GRAD_NORM:
             return

@@ -60,6 +60,8 @@ class CheckpointWithoutUseReentrant(Rule):
     message = "`{callee}` without `use_reentrant=` warns, and its default is going away"
     fix = Applicability.UNSAFE
 
+    call_names = frozenset(_CHECKPOINTS)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname not in _CHECKPOINTS or keyword(node, "use_reentrant"):

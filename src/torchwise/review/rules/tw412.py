@@ -59,6 +59,8 @@ class DeprecatedUpsample(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_UPSAMPLE)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         if qualname not in _UPSAMPLE:

@@ -50,6 +50,8 @@ class DeprecatedWeightNorm(Rule):
         "`weight_g`/`weight_v` become `parametrizations.weight.original0/1`)"
     )
 
+    call_names = frozenset(_WEIGHT_NORM)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
         if qualname in _WEIGHT_NORM:

@@ -58,6 +58,8 @@ class MovedApi(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
+    call_names = frozenset(_MOVED)
+
     def __init__(self) -> None:
         # Names bound by `except ImportError: from functorch import vmap`: the
         # fallback; the name holds `torch.func.vmap` wherever torch is recent.

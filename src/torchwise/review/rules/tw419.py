@@ -53,6 +53,8 @@ class VariableVolatileIgnored(Rule):
         "autograd stays on; use `torch.no_grad()`"
     )
 
+    call_names = frozenset(_VARIABLE)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if ctx.call_name(node) not in _VARIABLE:
             return
