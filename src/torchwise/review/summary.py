@@ -14,6 +14,7 @@ across files.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -198,6 +199,38 @@ _ARG_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(ArgFact) if f.default is not MISSING
 }
 _ARG_FIELDS = frozenset(f.name for f in fields(ArgFact))
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _module_binds(ctx: Context, name: str) -> bool:
+    """Whether the module may give ``name`` a meaning of its own: it defines or
+    imports it, or star-imports a module that might."""
+    module = ctx.scopes[0]
+    if name in module.functions or name in module.classes or name in module.imports:
+        return True
+    facts = ctx.module
+    if facts.star_imports is None:
+        tree = facts.node
+        facts.star_imports = not isinstance(tree, ast.Module) or _has_star_import(tree.body)
+    return facts.star_imports
+
+
+def _has_star_import(body: list[ast.stmt]) -> bool:
+    """A star import anywhere at module level (Python allows them nowhere else)."""
+    for statement in body:
+        if isinstance(statement, ast.ImportFrom):
+            if any(alias.name == "*" for alias in statement.names):
+                return True
+        elif isinstance(statement, (ast.If, ast.Try, ast.With)):
+            inner = [
+                statement.body,
+                getattr(statement, "orelse", []),
+                getattr(statement, "finalbody", []),
+            ]
+            inner += [handler.body for handler in getattr(statement, "handlers", [])]
+            if any(_has_star_import(block) for block in inner):
+                return True
+    return False
 
 
 def _compact_arg_fact(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -242,6 +275,8 @@ def call_ref(ctx: Context, call: ast.Call) -> list[str] | None:
             return None
         return ["written", qualname]
     if isinstance(func, ast.Name):
+        if func.id in _BUILTINS and not _module_binds(ctx, func.id):
+            return None  # `len(x)`, `dict(...)`: never a project function
         return ["name", func.id]
     if not isinstance(func, ast.Attribute):
         return None
