@@ -13,14 +13,14 @@ from pathlib import Path
 
 import torch
 
-from torchwise.tune.knobs import Facts, available_knobs, loader_knob
+from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
 from torchwise.tune.search import Search, SearchConfig, steps_per_loader_sample
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, run_session
 from torchwise.tune.step import StepSettings, Workload
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import NoisyMachine
+from synthetic import FakeClock, NoisyMachine
 
 #: True relative step time of each setting (multiplied together).
 EFFECTS = {
@@ -144,12 +144,23 @@ def test_a_knob_that_fails_its_check_is_never_timed(cnn_workload: Workload) -> N
     torch.compiler.reset()
 
 
+def fake_arm(machine: NoisyMachine, arm: Arm, seconds: float) -> Arm:
+    """A synthetic stand-in for ``arm``, with the settle steps and sample floor tune gave it."""
+    fake = machine.arm(arm.name, seconds)
+    return dataclasses.replace(
+        fake,
+        settle_steps=arm.settle_steps,
+        min_steps_per_sample=arm.min_steps_per_sample,
+        info=arm.info,
+    )
+
+
 def loader_runner(seed: int = 0):  # type: ignore[no-untyped-def]
     """Sessions where a DataLoader setting makes the step 10% faster.
 
     The first session sees a machine so noisy that 11 rounds (its budget is spent
     at once) cannot decide; later ones a quiet machine. Each call records the arms
-    timed and the steps per sample each one used.
+    timed and the steps per sample each one (and, as "baseline", the baseline) used.
     """
     calls: list[tuple[list[str], dict[str, int]]] = []
 
@@ -162,27 +173,35 @@ def loader_runner(seed: int = 0):  # type: ignore[no-untyped-def]
         def seconds(arm: Arm) -> float:
             return 0.009 if arm.info.loader is not None else 0.010  # type: ignore[attr-defined]
 
-        fake = [machine.arm(a.name, seconds(a)) for a in arms]
-        base = machine.arm("baseline", seconds(baseline))
+        fake = [fake_arm(machine, a, seconds(a)) for a in arms]
+        base = fake_arm(machine, baseline, seconds(baseline))
         if first:
             config = dataclasses.replace(config, budget_s=0.0)
         result = run_session(base, fake, config, clock=machine.clock)
+        steps = {n: r.steps_per_sample for n, r in result.arms.items()}
         calls.append(
-            ([a.name for a in arms], {n: r.steps_per_sample for n, r in result.arms.items()})
+            ([a.name for a in arms], {**steps, "baseline": result.baseline.steps_per_sample})
         )
         return result
 
     return run, calls
 
 
-def test_a_loader_sample_is_two_steps_per_worker_of_the_busiest_loader(
+def test_a_loader_sample_is_two_steps_per_worker_of_its_loader(
     cnn_workload: Workload,
 ) -> None:
     user = LoaderSettings()
     four = LoaderSettings(4, False, True, None)
-    assert steps_per_loader_sample(cnn_workload, [StepSettings(), StepSettings(loader=four)]) == 8
-    assert steps_per_loader_sample(cnn_workload, [StepSettings(), StepSettings(threads=1)]) == 1
-    assert steps_per_loader_sample(cnn_workload, [StepSettings(loader=user)]) == 1
+    both = [StepSettings(), StepSettings(loader=four)]
+    assert steps_per_loader_sample(cnn_workload, both) == [1, 8]
+    assert steps_per_loader_sample(cnn_workload, [StepSettings(), StepSettings(threads=1)]) == [
+        1,
+        1,
+    ]
+    assert steps_per_loader_sample(cnn_workload, [StepSettings(loader=user)]) == [1]
+    # On top of an accepted 4-worker loader every arm runs that loader: all need 8.
+    on_four = [StepSettings(loader=four), StepSettings(loader=four, threads=1)]
+    assert steps_per_loader_sample(cnn_workload, on_four) == [8, 8]
 
     runner, calls = loader_runner()
     Search(cnn_workload, [loader_knob(four, user)], SearchConfig(budget_s=1e9), runner=runner).run()
@@ -216,3 +235,127 @@ def test_no_more_rounds_when_the_budget_cannot_hold_them(cnn_workload: Workload)
         clock=lambda: float(next(ticks)),
     ).run()
     assert [names for names, _ in calls] == [["loader"]]
+
+
+USER, FOUR = LoaderSettings(), LoaderSettings(4, False, True, None)
+
+
+def slow_loader_time(settings: StepSettings) -> float:
+    """A synthetic step of bench/tune_workloads.py's slow-loader MLP.
+
+    10 ms of compute (a fused optimizer saves 10% of it); with 0 workers the
+    step also waits for the 20 ms collate, while 4 workers deliver a batch every
+    5 ms, behind the compute.
+    """
+    compute = 0.010 * (0.9 if settings.optimizer_impl == "fused" else 1.0)
+    loader = settings.loader or USER
+    if loader.num_workers == 0:
+        return compute + 0.020
+    return max(compute, 0.020 / loader.num_workers)
+
+
+def slow_loader_runner(clock: FakeClock, *, session_wide_floor: bool = False):  # type: ignore[no-untyped-def]
+    """Sessions on one shared fake clock, recording every SessionResult.
+
+    ``session_wide_floor`` replays the old rule: every arm of a session, the
+    baseline included, at least as many steps a sample as its most parallel loader needs.
+    """
+    sessions: list[SessionResult] = []
+
+    def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        machine = NoisyMachine(
+            seed=len(sessions), jitter=0.1, spike_p=0.02, max_load=1.5, clock=clock
+        )
+        fakes = [fake_arm(machine, a, slow_loader_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
+        if session_wide_floor:
+            floor = max(f.min_steps_per_sample for f in fakes)
+            fakes = [dataclasses.replace(f, min_steps_per_sample=floor) for f in fakes]
+        result = run_session(fakes[0], fakes[1:], config, clock=clock)
+        sessions.append(result)
+        return result
+
+    return run, sessions
+
+
+def slow_loader_knobs(workload: Workload) -> list[Knob]:
+    """The loader trial and three compute knobs, as on the bench's MLP (no effect on
+    this synthetic step but the fused optimizer's 10% of the compute)."""
+    compute, _ = available_knobs(
+        cpu_facts(workload), only=["foreach-optimizer", "fused-optimizer", "zero-grad-in-place"]
+    )
+    return [loader_knob(FOUR, USER), *compute]
+
+
+COMPUTE = {"foreach-optimizer", "fused-optimizer", "zero-grad-in-place"}
+
+
+def test_only_the_loader_arm_and_its_baseline_samples_get_the_loader_floor(
+    cnn_workload: Workload,
+) -> None:
+    clock = FakeClock()
+    runner, sessions = slow_loader_runner(clock)
+    # A budget of 1 s: each stage runs its first look, and leaves the compute knobs open.
+    knobs = slow_loader_knobs(cnn_workload)
+    Search(cnn_workload, knobs, SearchConfig(budget_s=1.0), runner=runner, clock=clock).run()
+    first = sessions[0]
+    assert set(first.arms) == {"loader", *COMPUTE}
+    # A 30 ms step calibrates to one step a sample (the target is 10 ms): the
+    # compute arms keep it, paired with one-step baseline samples; only the
+    # 4-worker loader arm, and the baseline samples beside it, take 8 steps.
+    loader = first.arms["loader"]
+    assert loader.steps_per_sample == 8 == loader.paired_steps
+    assert first.baseline.steps_per_sample == 1
+    for name in COMPUTE:
+        assert first.arms[name].steps_per_sample == 1 == first.arms[name].paired_steps
+    # Once the 4-worker loader is accepted every arm runs on it: all take 8 steps.
+    second = sessions[1]
+    assert set(second.arms) == COMPUTE
+    assert second.baseline.steps_per_sample == 8
+    assert {(a.steps_per_sample, a.paired_steps) for a in second.arms.values()} == {(8, 8)}
+
+
+def test_a_loader_trial_undecided_beside_a_compute_trial_gets_a_session_of_its_own(
+    cnn_workload: Workload,
+) -> None:
+    knobs = [k for k in slow_loader_knobs(cnn_workload) if k.id in ("loader", "fused-optimizer")]
+    runner, calls = loader_runner(seed=5)
+    result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()
+    names, steps = calls[0]
+    assert sorted(names) == ["fused-optimizer", "loader"]
+    assert steps["loader"] == 8 and steps["fused-optimizer"] == steps["baseline"] < 8
+    first = result.stages[0].session
+    assert first is not None and not first.arms["loader"].comparison.settled  # type: ignore[union-attr]
+    # The follow-up times the loader trial alone, at 8 steps, its baseline too.
+    assert calls[1] == (["loader"], {"loader": 8, "baseline": 8})
+    trial = next(t for t in result.stages[0].trials if t.knob.id == "loader")
+    assert trial.comparison is not None and trial.comparison.settled
+    assert trial.result is not None and trial.result.paired_steps == 8
+    assert trial.accepted
+
+
+def simulated_tune(
+    workload: Workload, *, session_wide_floor: bool
+) -> tuple[float, list[SessionResult], list[str]]:
+    clock = FakeClock()
+    runner, sessions = slow_loader_runner(clock, session_wide_floor=session_wide_floor)
+    # A budget of 1 s leaves only what tune never cuts short: each stage's first
+    # look (11 rounds), the part that made tune overrun its budget.
+    knobs = slow_loader_knobs(workload)
+    result = Search(workload, knobs, SearchConfig(budget_s=1.0), runner=runner, clock=clock).run()
+    return clock.now, sessions, [t.knob.id for t in result.accepted]
+
+
+def test_the_floor_for_the_loader_arm_alone_shortens_a_slow_loader_tune(
+    cnn_workload: Workload,
+) -> None:
+    new_s, new, new_accepted = simulated_tune(cnn_workload, session_wide_floor=False)
+    old_s, old, old_accepted = simulated_tune(cnn_workload, session_wide_floor=True)
+    assert new_accepted == old_accepted == ["loader"]
+    assert [s.rounds for s in new] == [s.rounds for s in old] == [11, 11]
+    # The loader stage: a round was 7 samples of 8 steps (after 9 untimed settle
+    # steps each); now 5 one-step samples for the three compute arms, and two of 8
+    # for the loader arm and its baseline: 0.68 of the steps' time (0.70 here).
+    assert new[0].elapsed_s < 0.75 * old[0].elapsed_s
+    # On top of the 4-worker loader every arm needs the 8 steps, as before.
+    assert {a.steps_per_sample for a in new[1].arms.values()} == {8}
+    assert new_s < 0.85 * old_s

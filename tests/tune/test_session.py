@@ -215,3 +215,50 @@ def test_a_sample_has_at_least_min_steps_however_slow_the_step() -> None:
         machine.arm("base", 0.1), [machine.arm("slow", 1.0)], config, clock=machine.clock
     )
     assert result.baseline.steps_per_sample == 8 == result.arms["slow"].steps_per_sample
+
+
+def length_revealing_arm(name: str, clock: FakeClock, calls: list[tuple[str, int]]) -> Arm:
+    """An arm whose per-step time reveals how many steps its sample held (10 ms + 0.1 ms each)."""
+
+    def run(steps: int) -> None:
+        calls.append((name, steps))
+        clock.advance(steps * (0.010 + 0.0001 * steps))
+
+    return Arm(name, run)
+
+
+def test_an_arm_with_a_floor_is_paired_with_baseline_samples_as_long_as_its_own() -> None:
+    # A DataLoader trial needs 8 steps a sample; a compute trial in the same session
+    # keeps the calibrated count (1 step of 10 ms), and each is paired with a
+    # baseline sample of its own length, never a 1-step with an 8-step mean.
+    clock, calls = FakeClock(), []
+    base = length_revealing_arm("B", clock, calls)
+    compute = length_revealing_arm("C", clock, calls)
+    loader = length_revealing_arm("L", clock, calls)
+    loader.min_steps_per_sample = 8
+    config = SessionConfig(warmup_steps=2, min_rounds=6, max_rounds=6, target_sample_s=0.01)
+    result = run_session(base, [compute, loader], config, clock=clock)
+    c, ell = result.arms["C"], result.arms["L"]
+    assert result.baseline.steps_per_sample == 1 == c.steps_per_sample == c.paired_steps
+    assert ell.steps_per_sample == 8 == ell.paired_steps
+    timed = calls[6:]  # after 2 warm-up steps each
+    assert {n for name, n in timed if name == "C"} == {1}
+    assert {n for name, n in timed if name == "L"} == {8}
+    assert sorted(n for name, n in timed if name == "B") == [1] * 6 + [8] * 6
+    # The pairs: the loader arm's partners are the 8-step baseline samples.
+    assert list(ell.paired_base.values()) == pytest.approx([0.0108] * 6)
+    assert list(c.paired_base.values()) == pytest.approx([0.0101] * 6)
+    # The baseline's own samples (its report) are the ones of its own length.
+    assert len(result.baseline.samples) == 6
+    assert result.baseline.times == pytest.approx([0.0101] * 6)
+
+
+def test_when_every_arm_has_the_floor_so_does_the_baseline() -> None:
+    clock, calls = FakeClock(), []
+    loader = length_revealing_arm("L", clock, calls)
+    loader.min_steps_per_sample = 8
+    config = SessionConfig(warmup_steps=2, min_rounds=3, max_rounds=3, target_sample_s=0.01)
+    result = run_session(length_revealing_arm("B", clock, calls), [loader], config, clock=clock)
+    assert result.baseline.steps_per_sample == 8 == result.arms["L"].paired_steps
+    assert [n for _, n in calls[4:]] == [8] * 6
+    assert len(result.baseline.samples) == 3

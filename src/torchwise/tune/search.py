@@ -169,33 +169,40 @@ def _settle_steps(settings: Sequence[StepSettings]) -> int:
     return steps
 
 
-def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> int:
-    """The fewest steps in one sample of a session where some arm changes the DataLoader.
+def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> list[int]:
+    """The fewest steps in a sample of each arm, in a session where some arm changes the loader.
 
-    Two batches per worker of the most parallel loader in the session, as in the
-    loader scan (:mod:`torchwise.tune.loader_scan`): after the untimed settle steps
-    drain the prefetch queue, the workers are in phase and the next batches arrive
-    together, so a one-step sample times that burst or the wait after it, not the
-    rate the workers deliver at (one such 37 ms sample among 11 hid a 4-worker
-    loader's gain on the MLP of bench/tune_accuracy.py).
+    Two batches per worker of the arm's own loader (its trial's, else the
+    user's), as in the loader scan (:mod:`torchwise.tune.loader_scan`): after the
+    untimed settle steps drain the prefetch queue, the workers are in phase and
+    the next batches arrive together, so a one-step sample times that burst or
+    the wait after it, not the rate the workers deliver at (one such 37 ms sample
+    among 11 hid a 4-worker loader's gain on the MLP of bench/tune_accuracy.py).
+
+    An arm on a 0-worker loader gets no floor: it has no prefetch queue, each
+    step loads its own batch, so one step already times the steady rate. That
+    holds for the baseline too; the baseline samples paired with a loader arm
+    are nevertheless as long as the loader arm's, for the statistics (equally
+    long means are equally skewed; :func:`torchwise.tune.session._pair_lengths`).
+    So with a 0-worker baseline only the loader arms and their paired baseline
+    samples are long; the compute arms keep their calibrated count (before,
+    every arm of the session took the floor: 8 steps of 30 ms a sample for the
+    compute knobs of the slow-loader MLP, and tune overran its budget by half).
+    On top of an accepted loader with workers every arm runs that loader, and
+    every arm gets its floor.
     """
     if not any(s.loader is not None for s in settings):
-        return 1
+        return [1] * len(settings)
     user = workload.loader.user_settings if workload.loader is not None else None
-    loaders = [s.loader or user for s in settings]
-    return max(1, 2 * max(loader.num_workers for loader in loaders if loader is not None))
+    floors = []
+    for s in settings:
+        loader = s.loader or user
+        floors.append(max(1, 2 * loader.num_workers) if loader is not None else 1)
+    return floors
 
 
-def _session_config(
-    base: SessionConfig,
-    workload: Workload,
-    settings: Sequence[StepSettings],
-    *,
-    budget_s: float,
-    seed: int,
-) -> SessionConfig:
-    steps = max(base.min_steps_per_sample, steps_per_loader_sample(workload, settings))
-    return dataclasses.replace(base, min_steps_per_sample=steps, budget_s=budget_s, seed=seed)
+def _session_config(base: SessionConfig, *, budget_s: float, seed: int) -> SessionConfig:
+    return dataclasses.replace(base, budget_s=budget_s, seed=seed)
 
 
 #: Share of the remaining budget a loader trial undecided at its stage's end may
@@ -204,8 +211,21 @@ def _session_config(
 LOADER_FOLLOW_UP_SHARE = 0.5
 
 
-def _arm(name: str, step: TrainingStep, settle: int) -> Arm:
-    return Arm(name, step.run, step.scope, settle, info=step.settings)
+def _arm(name: str, step: TrainingStep, settle: int, min_steps: int = 1) -> Arm:
+    return Arm(
+        name, step.run, step.scope, settle, info=step.settings, min_steps_per_sample=min_steps
+    )
+
+
+def _arms(
+    workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: int
+) -> tuple[Arm, list[Arm]]:
+    """The baseline (first) and the other arms, each with its own loader floor."""
+    floors = steps_per_loader_sample(workload, [step.settings for _, step in named])
+    arms = [
+        _arm(name, step, settle, floor) for (name, step), floor in zip(named, floors, strict=True)
+    ]
+    return arms[0], arms[1:]
 
 
 SessionRunner = Callable[[Arm, list[Arm], SessionConfig], SessionResult]
@@ -298,16 +318,10 @@ class Search:
         if steps:
             self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
             config = _session_config(
-                self.config.session,
-                self.workload,
-                all_settings,
-                budget_s=budget_s,
-                seed=self.config.seed + stage,
+                self.config.session, budget_s=budget_s, seed=self.config.seed + stage
             )
             session = self.runner(
-                _arm("baseline", base_step, settle),
-                [_arm(knob_id, step, settle) for knob_id, step in steps.items()],
-                config,
+                *_arms(self.workload, [("baseline", base_step), *steps.items()], settle), config
             )
             for trial in trials:
                 if trial.knob.id in session.arms:
@@ -356,11 +370,8 @@ class Search:
         config = dataclasses.replace(
             session.config, budget_s=budget_s, seed=self.config.seed + 50 + stage
         )
-        more = self.runner(
-            _arm("baseline", base_step, settle),
-            [_arm(t.knob.id, steps[t.knob.id], settle) for t in undecided],
-            config,
-        )
+        named = [("baseline", base_step), *((t.knob.id, steps[t.knob.id]) for t in undecided)]
+        more = self.runner(*_arms(self.workload, named, settle), config)
         for trial in undecided:
             if trial.knob.id in more.arms:
                 trial.result, trial.baseline = more.arms[trial.knob.id], more.baseline
@@ -406,14 +417,11 @@ class Search:
                 TrainingStep(self.workload),
                 TrainingStep(self.workload, settings_for(incumbent)),
             )
-            settings = [base.settings, combined.settings]
+            settle = max(1, _settle_steps([base.settings, combined.settings]))
             confirmation = self.runner(
-                _arm("baseline", base, max(1, _settle_steps(settings))),
-                [_arm("combined", combined, max(1, _settle_steps(settings)))],
+                *_arms(self.workload, [("baseline", base), ("combined", combined)], settle),
                 _session_config(
                     self.config.session,
-                    self.workload,
-                    settings,
                     budget_s=max(self.remaining(), 1.0),
                     seed=self.config.seed + 99,
                 ),

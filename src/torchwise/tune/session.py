@@ -13,7 +13,9 @@ same time:
    (``B a1 a2 B a3 a4 B``): each arm is paired with the baseline sample right
    next to it, so load that drifts over seconds cancels in the pair's ratio.
    An arm with process-wide settings (threads, TF32) first runs
-   ``settle_steps`` untimed.
+   ``settle_steps`` untimed. An arm whose ``min_steps_per_sample`` raises its
+   samples above the baseline's (tune's DataLoader trials) is paired with
+   baseline samples of its own length, taken for it (``B a1 a2 B | B' l1``).
 3. **Adaptive stopping.** At the looks of a geometric schedule (rounds 11, 13,
    16, 19, ...) each arm is compared with the baseline
    (:func:`torchwise.tune.stats.compare`) at a per-look confidence chosen so
@@ -58,6 +60,9 @@ class Arm:
     settle_steps: int = 0
     #: what the arm runs (tune puts its StepSettings here), for reports and tests
     info: object = None
+    #: at least this many steps in each of this arm's samples, and in the baseline
+    #: samples paired with them (tune: two per worker of a DataLoader trial's loader)
+    min_steps_per_sample: int = 1
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,9 @@ class SessionConfig:
     budget_s: float = 30.0
     target_sample_s: float = 0.01
     max_steps_per_sample: int = 64
-    #: at least this many steps a sample, however slow a step (the loader scan
-    #: needs several batches per worker to time throughput, not one arrival)
+    #: at least this many steps a sample, however slow a step, for every arm (the
+    #: loader scan needs several batches per worker to time throughput, not one
+    #: arrival); :attr:`Arm.min_steps_per_sample` raises it for one arm
     min_steps_per_sample: int = 1
     confidence: float = 0.99
     min_effect: float = 0.05
@@ -89,6 +95,9 @@ class ArmResult:
     #: the median warm-up step after the first, which sized the samples
     warm_step_s: float = 0.0
     steps_per_sample: int = 1
+    #: steps in each baseline sample paired with this arm's: the baseline's own
+    #: count, or this arm's when its floor raised it above the baseline's
+    paired_steps: int = 1
     #: round index -> seconds per step in that round's sample
     samples: dict[int, float] = field(default_factory=dict)
     #: round index -> the baseline's seconds per step measured next to that sample
@@ -151,7 +160,9 @@ def _warm_up(
     Every arm uses the baseline's ``steps_per_sample``: the mean of 3 steps and the
     mean of 4 have differently skewed distributions when steps are sometimes
     pre-empted, which would bias a rank comparison of two equal arms. Only an
-    arm whose steps take over 4x the baseline's gets proportionally fewer.
+    arm whose steps take over 4x the baseline's gets proportionally fewer, and
+    one whose ``min_steps_per_sample`` is higher gets that many (and baseline
+    samples as long, see :func:`_pair_lengths`).
     """
     times = [timer.time_steps(arm, 1) for _ in range(max(1, config.warmup_steps))]
     result.first_step_s = times[0]
@@ -159,12 +170,31 @@ def _warm_up(
     result.warm_step_s = max(median(steady), 1e-9)
     if base is None:
         result.steps_per_sample = _calibrate(result.warm_step_s, config)
-        return
-    slowdown = result.warm_step_s / base.warm_step_s
-    result.steps_per_sample = base.steps_per_sample
-    if slowdown > 4:
-        fewer = math.floor(base.steps_per_sample * 4 / slowdown)
-        result.steps_per_sample = max(1, config.min_steps_per_sample, fewer)
+    else:
+        slowdown = result.warm_step_s / base.warm_step_s
+        result.steps_per_sample = base.steps_per_sample
+        if slowdown > 4:
+            fewer = math.floor(base.steps_per_sample * 4 / slowdown)
+            result.steps_per_sample = max(1, config.min_steps_per_sample, fewer)
+    result.steps_per_sample = max(result.steps_per_sample, arm.min_steps_per_sample)
+
+
+def _pair_lengths(base: ArmResult, arms: Sequence[ArmResult]) -> None:
+    """Set how long the baseline samples paired with each arm are.
+
+    An arm whose own floor raised its samples above the baseline's is paired
+    with baseline samples of its length: per-step means of 8 steps and of 1
+    are equally unbiased, but they are skewed differently when steps get
+    pre-empted, and the rank test compares their distributions (the reason
+    every arm shares the baseline's count in the first place). The other arms
+    keep pairing with samples of the baseline's own count. When every arm was
+    raised, the baseline's own count becomes the smallest of theirs, so its
+    own samples (its median, its report) are still the ones most arms pair with.
+    """
+    if arms:
+        base.steps_per_sample = min(max(r.steps_per_sample, base.steps_per_sample) for r in arms)
+    for result in arms:
+        result.paired_steps = max(result.steps_per_sample, base.steps_per_sample)
 
 
 def _calibrate(per_step_s: float, config: SessionConfig) -> int:
@@ -201,6 +231,7 @@ def run_session(
             continue
         active.append(arm)
 
+    _pair_lengths(base_result, [results[a.name] for a in active])
     rounds, stop_reason = 0, "every arm settled"
     first_look = first_round(config)
     looks = look_schedule(first_look, config.max_rounds)
@@ -215,29 +246,31 @@ def run_session(
             break
         rng.shuffle(active)
         round_start = clock()
-        sequence = _round_sequence(active)
-        measured: list[float | None] = []
-        for member in sequence:
-            result = base_result if member is None else results[member.name]
-            arm = baseline if member is None else member
-            try:
-                seconds = timer.time_steps(arm, result.steps_per_sample, arm.settle_steps)
-            except Exception as exc:
-                if member is None:
-                    raise
-                result.error = _one_line(exc)
-                measured.append(None)
-                continue
-            measured.append(seconds / result.steps_per_sample)
-            if member is None:
-                base_result.samples[len(base_result.samples)] = measured[-1]  # type: ignore[assignment]
-        for position, member in enumerate(sequence):
-            if member is None or measured[position] is None:
-                continue
-            partner = position - 1 if sequence[position - 1] is None else position + 1
-            result = results[member.name]
-            result.samples[rounds] = measured[position]  # type: ignore[assignment]
-            result.paired_base[rounds] = measured[partner]  # type: ignore[assignment]
+        for base_steps, group in _by_pair_length(active, results):
+            sequence = _round_sequence(group)
+            measured: list[float | None] = []
+            for member in sequence:
+                result = base_result if member is None else results[member.name]
+                arm = baseline if member is None else member
+                steps = base_steps if member is None else result.steps_per_sample
+                try:
+                    seconds = timer.time_steps(arm, steps, arm.settle_steps)
+                except Exception as exc:
+                    if member is None:
+                        raise
+                    result.error = _one_line(exc)
+                    measured.append(None)
+                    continue
+                measured.append(seconds / steps)
+                if member is None and steps == base_result.steps_per_sample:
+                    base_result.samples[len(base_result.samples)] = measured[-1]  # type: ignore[assignment]
+            for position, member in enumerate(sequence):
+                if member is None or measured[position] is None:
+                    continue
+                partner = position - 1 if sequence[position - 1] is None else position + 1
+                result = results[member.name]
+                result.samples[rounds] = measured[position]  # type: ignore[assignment]
+                result.paired_base[rounds] = measured[partner]  # type: ignore[assignment]
         round_cost = clock() - round_start
         rounds += 1
         active = [a for a in active if results[a.name].error is None]
@@ -260,6 +293,21 @@ def run_session(
                 equivalence=config.equivalence,
             )
     return SessionResult(base_result, results, rounds, clock() - start, stop_reason, config)
+
+
+def _by_pair_length(
+    arms: Sequence[Arm], results: dict[str, ArmResult]
+) -> list[tuple[int, list[Arm]]]:
+    """The arms grouped by the length of their paired baseline samples, in order.
+
+    Each group gets its own ``B a1 a2 B ...`` sequence with baseline samples of
+    that length; groups come in the order of their first arm in ``arms`` (shuffled
+    each round). Without per-arm floors there is one group: the plain sequence.
+    """
+    groups: dict[int, list[Arm]] = {}
+    for arm in arms:
+        groups.setdefault(results[arm.name].paired_steps, []).append(arm)
+    return list(groups.items())
 
 
 def _round_sequence(arms: Sequence[Arm]) -> list[Arm | None]:
@@ -337,5 +385,15 @@ def _settled(result: ArmResult, config: SessionConfig) -> bool:
 
 
 def _round_cost(base: ArmResult, others: Sequence[ArmResult]) -> float:
-    """Seconds the first round should take, from the warm-up; later rounds use the last."""
-    return sum(r.steps_per_sample * r.warm_step_s for r in (base, *others))
+    """Seconds the first round should take, from the warm-up; later rounds use the last.
+
+    Each group of arms sharing a paired length costs its arms' samples plus
+    ``n // 2 + 1`` baseline samples of that length (:func:`_round_sequence`).
+    """
+    lengths: dict[int, int] = {}
+    for r in others:
+        lengths[r.paired_steps] = lengths.get(r.paired_steps, 0) + 1
+    if not lengths:
+        lengths[base.steps_per_sample] = 0
+    baseline_s = sum((n // 2 + 1) * steps * base.warm_step_s for steps, n in lengths.items())
+    return baseline_s + sum(r.steps_per_sample * r.warm_step_s for r in others)
