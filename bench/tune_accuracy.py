@@ -10,7 +10,9 @@ slow loader), in one run:
    set_to_none True|False, and for the loader workload num_workers 0|1|2|4), together
    with each of tune's picks, and measured round-robin: ``--rounds`` rounds, every
    combination once per round in a shuffled order, each sample a block of steps of
-   about 20 ms after the settle steps its settings need;
+   about 20 ms (and at least twice the prefetch queue's depth of steps with loader
+   workers: the rate they keep up, not a burst of ready batches) after the settle
+   steps its settings need;
 3. the best combination is the one with the lowest median step time; a combination is
    in the sweep's **noise band** when the 95% signed-rank interval of its per-round
    time ratio to the best includes 1 (the sweep cannot tell it from the best).
@@ -111,6 +113,8 @@ class Arm:
     name: str
     step: TrainingStep
     settle: int
+    #: Steps timed in one sample (at least twice the prefetch queue with workers).
+    steps: int = 1
     times: list[float] = field(default_factory=list)  # seconds per step, one per round
 
 
@@ -137,6 +141,14 @@ def sweep(
         base.step.run(5)
         per_step = (time.perf_counter() - t0) / 5
     steps = max(1, math.ceil(0.02 / per_step))
+    for arm in arms:
+        # The settle steps drain the prefetch queue, but the workers refill it while
+        # they run: a sample of a step or two after them times batches already
+        # waiting (a burst), not the rate the workers keep up (2 workers at 20 ms a
+        # batch measured 3.6 ms a step, below the 10 ms they can deliver). Twice the
+        # queue's depth of steps measures the rate.
+        loader = arm.settings.loader
+        arm.steps = max(steps, 2 * loader.queue_depth if loader is not None else 0)
     rng = random.Random(seed)
     for _ in range(rounds):
         order = list(arms)
@@ -145,8 +157,8 @@ def sweep(
             with arm.step.scope():
                 arm.step.run(arm.settle)
                 t0 = time.perf_counter()
-                arm.step.run(steps)
-                arm.times.append((time.perf_counter() - t0) / steps)
+                arm.step.run(arm.steps)
+                arm.times.append((time.perf_counter() - t0) / arm.steps)
     return arms, time.perf_counter() - started
 
 
