@@ -167,6 +167,42 @@ def test_a_helper_in_another_file_that_sets_eval_mode_counts(tmp_path: Path) -> 
     assert not {code for _, _, code in found(root)} & {"TW104", "TW105"}
 
 
+def test_a_star_imported_helper_named_like_a_builtin_is_followed(tmp_path: Path) -> None:
+    """``format(model, loader)`` is the project's own helper when a star import may
+    have brought it in: its effect (eval mode) reaches the callers of ``run_epoch``
+    (the builtin's calls are left out of the index; a star import keeps them in)."""
+    root = project(
+        tmp_path,
+        {
+            "engine.py": """\
+                def train_one_epoch(model, loader, optimizer):
+                    for x in loader:
+                        optimizer.zero_grad()
+                        model(x).sum().backward()
+                        optimizer.step()
+
+                def format(model, loader):
+                    model.eval()
+                    return [model(x) for x in loader]
+                """,
+            "steps.py": """\
+                from engine import *
+
+                def run_epoch(model, loader, optimizer):
+                    train_one_epoch(model, loader, optimizer)
+                    format(model, loader)
+                """,
+            "main.py": """\
+                from steps import run_epoch
+
+                for epoch in range(3):
+                    run_epoch(model, loader, optimizer)
+                """,
+        },
+    )
+    assert ("main.py", 4, "TW105") in found(root)
+
+
 # -- losses across files --------------------------------------------------------------
 def test_a_sigmoid_head_in_another_file_fed_to_bce_loss(tmp_path: Path) -> None:
     root = project(

@@ -335,6 +335,7 @@ class _Pass(Tracker):
         imports (torch too, when it imported torch), from the index; without
         one, the conventional aliases (``torch``, ``nn``, ``F``, ``np``)."""
         ctx = self.ctx
+        ctx.module.star_imports = True
         names = ctx.project.star_names(module)
         if names is None and not module.startswith(("torch", "numpy")):
             names = {alias: qualname for alias, qualname in _CONVENTIONAL.items()}

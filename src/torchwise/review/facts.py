@@ -187,5 +187,5 @@ class ModuleFacts(Region):
     loops: list[LoopFacts] = field(default_factory=list)
     loads: dict[ast.Call, LoadFacts] = field(default_factory=dict)
     freezes: list[FreezeFacts] = field(default_factory=list)
-    #: Whether the module star-imports anything (None: not looked at yet).
-    star_imports: bool | None = None
+    #: Whether the module star-imports anything (set as imports are bound).
+    star_imports: bool = False

@@ -208,29 +208,7 @@ def _module_binds(ctx: Context, name: str) -> bool:
     module = ctx.scopes[0]
     if name in module.functions or name in module.classes or name in module.imports:
         return True
-    facts = ctx.module
-    if facts.star_imports is None:
-        tree = facts.node
-        facts.star_imports = not isinstance(tree, ast.Module) or _has_star_import(tree.body)
-    return facts.star_imports
-
-
-def _has_star_import(body: list[ast.stmt]) -> bool:
-    """A star import anywhere at module level (Python allows them nowhere else)."""
-    for statement in body:
-        if isinstance(statement, ast.ImportFrom):
-            if any(alias.name == "*" for alias in statement.names):
-                return True
-        elif isinstance(statement, (ast.If, ast.Try, ast.With)):
-            inner = [
-                statement.body,
-                getattr(statement, "orelse", []),
-                getattr(statement, "finalbody", []),
-            ]
-            inner += [handler.body for handler in getattr(statement, "handlers", [])]
-            if any(_has_star_import(block) for block in inner):
-                return True
-    return False
+    return ctx.module.star_imports
 
 
 def _compact_arg_fact(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
