@@ -28,6 +28,8 @@ from torchwise.review.tracking import Tracker, builds_model
 from torchwise.review.view import ProjectView
 
 Handler = Callable[[Any, Context], None]
+#: A visit_Call handler with its rule's ``call_names`` and ``call_methods``.
+CallSubscriber = tuple[Handler, frozenset[str] | None, frozenset[str] | None]
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 _ENABLE_GRAD = {"torch.enable_grad", "torch.autograd.enable_grad"}
@@ -144,8 +146,7 @@ class _Pass(Tracker):
             event: [] for event in ("leave_loop", "leave_function", "leave_class", "leave_module")
         }
         # visit_Call handlers with the calls they act on (None: all), in rule order.
-        self.call_subscribers: list[tuple[Handler, frozenset[str] | None, frozenset[str] | None]]
-        self.call_subscribers = []
+        self.call_subscribers: list[CallSubscriber] = []
         for rule in rules:
             node_types, events = subscriptions(type(rule))
             for node_type, name in node_types:
