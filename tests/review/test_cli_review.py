@@ -346,6 +346,19 @@ def test_review_paths_has_default_settings(project: Path) -> None:
     assert {f.code for f in report.findings} == {"TW401", "TW406"}
 
 
+def test_review_paths_leaves_the_garbage_collector_as_it_found_it(project: Path) -> None:
+    """The run slows the collector down and freezes its trees; a library caller's
+    process gets both back."""
+    import gc
+
+    from torchwise.review import review_paths
+
+    before = gc.get_threshold()
+    review_paths([project], jobs=1)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
 def test_many_files_report_progress_through_the_console(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

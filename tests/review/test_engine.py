@@ -104,10 +104,10 @@ def test_a_file_with_a_stray_syntax_error_is_still_reviewed() -> None:
     assert [f.code for f in review_source(hopeless, "x.py", ReviewSettings())] == ["TW000"]
 
 
-def test_call_filters_only_skip_calls_the_rule_ignores(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_filters_only_skip_what_the_rule_ignores(monkeypatch: pytest.MonkeyPatch) -> None:
     """A rule's ``call_names``/``call_methods`` let the engine skip its
-    ``visit_Call``; every fixture gives the same findings without them, so no
-    filter is narrower than the rule's own test."""
+    ``visit_Call``, and its ``needs_text`` skip a file; every fixture gives the
+    same findings without them, so no filter is narrower than the rule's own test."""
     from torchwise.review import all_rules
     from torchwise.review.settings import ReviewSettings
 
@@ -116,8 +116,23 @@ def test_call_filters_only_skip_calls_the_rule_ignores(monkeypatch: pytest.Monke
     filtered = {path: review_source(path.read_text(), str(path), settings) for path in fixtures}
     rules = [info.cls for info in all_rules().values()]
     assert any(rule.call_names or rule.call_methods for rule in rules)
+    assert any(rule.needs_text for rule in rules)
     for rule in rules:
         monkeypatch.setattr(rule, "call_names", None)
         monkeypatch.setattr(rule, "call_methods", None)
+        monkeypatch.setattr(rule, "needs_text", ())
     for path, found in filtered.items():
         assert review_source(path.read_text(), str(path), settings) == found, path.name
+
+
+def test_a_rule_that_needs_text_is_not_run_on_a_file_without_it() -> None:
+    """``needs_text`` is matched against the lowercased source: a file that sets
+    ``LR`` still gets TW145; one that never mentions a learning rate is not
+    walked for it (and has nothing it could report)."""
+    from torchwise.review.engine import _rules_for
+
+    enabled = frozenset({"TW145", "TW414"})
+    shouting = "import torch\nLR = 0.1\nopt = torch.optim.SGD(model.parameters())\n"
+    assert [f.code for f in review_source(shouting, "train.py", ReviewSettings())] == ["TW145"]
+    assert {rule.code for rule in _rules_for(shouting, enabled)} == {"TW145"}
+    assert _rules_for("import torch\nx = torch.ones(2)\n", enabled) == []

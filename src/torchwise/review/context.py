@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from torchwise.review import facts as F
 from torchwise.review.facts import Branch, Value
@@ -63,7 +63,12 @@ _CANONICAL_PREFIXES = (
 )
 
 
+_CANONICAL_STARTS = tuple({prefix[:12] for prefix, _ in _CANONICAL_PREFIXES})
+
+
 def canonical(qualname: str) -> str:
+    if not qualname.startswith(_CANONICAL_STARTS):
+        return qualname  # nearly every name: one test, not one per prefix
     for prefix, public in _CANONICAL_PREFIXES:
         if qualname.startswith(prefix):
             return public + qualname[len(prefix) :]
@@ -102,6 +107,9 @@ class ClassFrame:
         return (self.node, self.is_module)[index]
 
 
+_Helper = TypeVar("_Helper")
+
+
 class Context(ValueReader):
     """Per-file state shared by every rule during the single pass."""
 
@@ -127,7 +135,8 @@ class Context(ValueReader):
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
         # What expressions hold, until the next binding changes what names hold.
-        self._values: dict[int, Value | None] = {}
+        self._values: dict[ast.AST, Value | None] = {}
+        self._helpers: dict[type, object] = {}
 
     @property
     def branch(self) -> Branch:
@@ -147,6 +156,15 @@ class Context(ValueReader):
         """After the prescan: names resolve again, in the order the code binds them."""
         self._values.clear()
         self._call_names.clear()
+
+    def helper(self, kind: type[_Helper]) -> _Helper:
+        """The file's one instance of a helper that several rules consult (built on
+        first use, without arguments): what it tracks is tracked once per file,
+        not once per rule."""
+        found = self._helpers.get(kind)
+        if found is None:
+            found = self._helpers[kind] = kind()
+        return cast(_Helper, found)
 
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
@@ -183,10 +201,7 @@ class Context(ValueReader):
             name = self._call_names[call] = self.qualname(call.func)
         return name
 
-    @staticmethod
-    def dotted(expr: ast.AST) -> str | None:
-        """``self.optimizer`` for an Attribute chain of names, else None."""
-        return dotted(expr)
+    dotted = staticmethod(dotted)
 
     # -- values ------------------------------------------------------------
     def bind(self, target: ast.AST, value: Value | None) -> None:

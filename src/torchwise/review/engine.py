@@ -101,7 +101,7 @@ def analyse_source(
 
         view = ProjectIndex([summarize_tree(tree, source, path)]).view(path)
     ctx = Context(path, source, settings, view)
-    rules = [info.cls() for code, info in all_rules().items() if code in enabled]
+    rules = _rules_for(source, enabled)
     try:
         _Pass(ctx, rules).run(tree)
     except RecursionError:
@@ -118,6 +118,22 @@ def analyse_source(
         if finding.code not in suppressed_in_file and not suppressed(finding, line_noqa)
     ]
     return sorted(set(kept), key=Finding.sort_key)
+
+
+def _rules_for(source: str, enabled: frozenset[str]) -> list[Rule]:
+    """A fresh instance of each enabled rule that the source can give a finding."""
+    lowered: str | None = None
+    rules = []
+    for code, info in all_rules().items():
+        if code not in enabled:
+            continue
+        needs = info.cls.needs_text
+        if needs:
+            lowered = source.lower() if lowered is None else lowered
+            if not any(text in lowered for text in needs):
+                continue
+        rules.append(info.cls())
+    return rules
 
 
 def _syntax_finding(path: str, exc: BaseException) -> Finding:
@@ -178,10 +194,9 @@ class _Pass(Tracker):
             ast.If: self._if,
             ast.Try: self._try,
         }
-        # Leaves nobody listens to (most Names and Constants): not even visited.
-        self.inert = frozenset(
-            kind for kind in LEAF_TYPES if kind not in self.handlers and kind not in self.special
-        )
+        # node type -> the one function that visits such a node (None: skipped),
+        # decided when the type is first met (see _visitor).
+        self.visitors: dict[type, Callable[[Any], None] | None] = {ast.Call: self._visit_call}
 
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree
@@ -250,20 +265,55 @@ class _Pass(Tracker):
 
     def visit(self, node: ast.AST) -> None:
         kind = type(node)
-        handlers = self._handlers_of_call(node) if kind is ast.Call else self.handlers.get(kind)
+        visitor = self.visitors[kind] if kind in self.visitors else self._visitor(kind, node)
+        if visitor is not None:
+            visitor(node)
+
+    def _visitor(self, kind: type, node: Any) -> Callable[[Any], None] | None:
+        """How a node of type ``kind`` is visited: its handlers, then the special
+        walk or its children. None for what nobody listens to and has no
+        children (most Names and Constants, operators, strings in lists), so
+        the walk does not even call a function for them: that is half the
+        nodes of a file. Decided once per type, not per node."""
+        handlers = self.handlers.get(kind)
+        then = self.special.get(kind)
+        if then is None:
+            if not handlers and (
+                not isinstance(node, ast.AST) or kind in LEAF_TYPES or not _fields_of(node)
+            ):
+                self.visitors[kind] = None
+                return None
+            then = self.children
+        visitor = then if not handlers else self._with_handlers(handlers, then)
+        self.visitors[kind] = visitor
+        return visitor
+
+    def _with_handlers(
+        self, handlers: list[Handler], then: Callable[[Any], None]
+    ) -> Callable[[Any], None]:
+        run = self._run
+
+        def visitor(node: Any) -> None:
+            run(handlers, node)
+            then(node)
+
+        return visitor
+
+    def _run(self, handlers: list[Handler], node: Any) -> None:
+        ctx = self.ctx
+        for handler in handlers:
+            try:
+                handler(node, ctx)
+            except RecursionError:
+                raise
+            except Exception as exc:  # one broken rule must not stop the review
+                self.rule_failed(handler, exc, node)
+
+    def _visit_call(self, node: ast.Call) -> None:
+        handlers = self._handlers_of_call(node)
         if handlers:
-            for handler in handlers:
-                try:
-                    handler(node, self.ctx)
-                except RecursionError:
-                    raise
-                except Exception as exc:  # one broken rule must not stop the review
-                    self.rule_failed(handler, exc, node)
-        special = self.special.get(kind)
-        if special is None:
-            self.children(node)
-        else:
-            special(node)
+            self._run(handlers, node)
+        self._call(node)
 
     def _handlers_of_call(self, call: Any) -> list[Handler]:
         func = call.func
@@ -281,25 +331,21 @@ class _Pass(Tracker):
         return found
 
     def children(self, node: ast.AST) -> None:
-        fields = CHILD_FIELDS.get(type(node))
-        if fields is None:
-            fields = CHILD_FIELDS[type(node)] = child_fields(node)
+        fields = _fields_of(node)
         if not fields:
             return  # a Name, a Constant, ...: nothing below it but its context
         parents = self.ctx.parents
         parents.append(node)
-        visit = self.visit
-        inert = self.inert
+        visitors = self.visitors
         for name in fields:
             value = getattr(node, name, None)
             if value is None:
                 continue
-            if isinstance(value, list):
-                for item in value:
-                    if isinstance(item, ast.AST) and type(item) not in inert:
-                        visit(item)
-            elif isinstance(value, ast.AST) and type(value) not in inert:
-                visit(value)
+            for item in value if type(value) is list else (value,):
+                kind = type(item)
+                visitor = visitors[kind] if kind in visitors else self._visitor(kind, item)
+                if visitor is not None:
+                    visitor(item)
         parents.pop()
 
     def visit_all(self, parent: ast.AST, nodes: Iterable[ast.AST]) -> None:
@@ -526,6 +572,13 @@ class _Pass(Tracker):
             ctx.branch = (*saved, (test, polarity))
         else:
             ctx.branch = saved
+
+
+def _fields_of(node: ast.AST) -> tuple[str, ...]:
+    fields = CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = CHILD_FIELDS[type(node)] = child_fields(node)
+    return fields
 
 
 #: What a star import from an unindexed module most likely brought in.

@@ -92,6 +92,13 @@ class Rule:
     #: 45 handlers, most of them to return at once); both None: every call.
     call_names: ClassVar[frozenset[str] | None] = None
     call_methods: ClassVar[frozenset[str] | None] = None
+    #: Lowercase text that every finding of the rule needs in the file's own
+    #: source (any one of them): a file whose lowercased source holds none is
+    #: not walked for the rule. Only for rules that never learn what they need
+    #: from other files. () : every file. A rule that watches every name or
+    #: constant makes the engine call it for each of them (a third of the nodes
+    #: of timm's sources); most files cannot give it a finding.
+    needs_text: ClassVar[tuple[str, ...]] = ()
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ class ValueReader:
 
     project: ProjectView
     scopes: list[Scope]
-    _values: dict[int, Value | None]
+    _values: dict[ast.AST, Value | None]
 
     @property
     def _ctx(self) -> Context:
@@ -162,10 +162,9 @@ class ValueReader:
 
     def value_of(self, expr: ast.AST) -> Value | None:
         """What ``expr`` holds, as far as assignments, calls and names show."""
-        key = id(expr)
-        value: Value | None = self._values.get(key, UNSET)
+        value: Value | None = self._values.get(expr, UNSET)
         if value is UNSET:
-            value = self._values[key] = self._value_of(expr)
+            value = self._values[expr] = self._value_of(expr)
         return value
 
     def _value_of(self, expr: ast.AST) -> Value | None:
@@ -480,6 +479,15 @@ def _reduction_flags(call: ast.Call) -> frozenset[str]:
 
 def dotted(expr: ast.AST) -> str | None:
     """``self.optimizer`` for an Attribute chain of names, else None."""
+    # The engine asks this of most expressions it meets: a name and a one-dot
+    # chain, nearly all of them, take no list.
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if not isinstance(expr, ast.Attribute):
+        return None
+    value = expr.value
+    if isinstance(value, ast.Name):
+        return f"{value.id}.{expr.attr}"
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)

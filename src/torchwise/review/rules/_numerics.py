@@ -72,13 +72,43 @@ def _statement_lists(container: ast.AST) -> list[list[ast.stmt]]:
     ]
 
 
+#: (loss, prediction, what the prediction holds) of a call that computes a loss.
+LossFed = tuple[str, ast.expr, str | None]
+
+
 class _Values:
-    """Per-function memory of names holding softmax/sigmoid output or a loss module."""
+    """Per-function memory of names holding softmax/sigmoid output or a loss module.
+
+    One per file, shared by the loss rules (``ctx.helper(_Values)``): each rule
+    hands it every assignment and call, and it acts on each once."""
 
     def __init__(self) -> None:
         # (scope id, dotted name) -> (kind, container, statement list, index)
         self.tensors: dict[tuple[int, str], tuple[str, ast.AST, list[ast.stmt], int]] = {}
         self.losses: dict[tuple[int, str], str] = {}
+        self._assigned: ast.stmt | None = None  # the statement last tracked
+        self._fed: tuple[ast.Call, LossFed | None] | None = None  # the call last asked of
+
+    def track(self, statement: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Context) -> None:
+        """:meth:`assign`, once per statement however many rules hand it over."""
+        if statement is not self._assigned:
+            self._assigned = statement
+            self.assign(statement, ctx)
+
+    def loss_fed(self, call: ast.Call, ctx: Context) -> LossFed | None:
+        """What feeds ``call`` when it computes a loss; then ``x.log_()`` and the
+        like forget what ``x`` held. Worked out once per call."""
+        if self._fed is not None and self._fed[0] is call:
+            return self._fed[1]
+        found: LossFed | None = None
+        loss = self.loss_of(call, ctx) or _loss_of_value(call, ctx)
+        if loss is not None:
+            prediction = loss_input(call)
+            if prediction is not None:
+                found = (loss, prediction, self.tensor_kind(prediction, ctx))
+        self.forget_in_place(call, ctx)
+        self._fed = (call, found)
+        return found
 
     @staticmethod
     def _scope(name: str, ctx: Context) -> int:
@@ -172,32 +202,27 @@ def loss_input(call: ast.Call) -> ast.expr | None:
 class _LossInputRule(Rule, abc.ABC):
     """Shared handlers: track assignments, then check each loss call's input."""
 
-    def __init__(self) -> None:
-        self.values = _Values()
-
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        self.values.assign(node, ctx)
+        ctx.helper(_Values).track(node, ctx)
 
     def visit_AnnAssign(self, node: ast.AnnAssign, ctx: Context) -> None:
-        self.values.assign(node, ctx)
+        ctx.helper(_Values).track(node, ctx)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
-        self.values.assign(node, ctx)
+        ctx.helper(_Values).track(node, ctx)
 
     #: Also follow activations that a model's output ends in (another class, another file).
     follows_models = False
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        loss = self.values.loss_of(node, ctx) or _loss_of_value(node, ctx)
-        if loss is not None:
-            prediction = loss_input(node)
-            if prediction is not None:
-                given = self.values.tensor_kind(prediction, ctx)
-                if given is not None:
-                    self.check(node, loss, given, ctx)
-                elif self.follows_models:
-                    self._from_model(node, loss, prediction, ctx)
-        self.values.forget_in_place(node, ctx)
+        fed = ctx.helper(_Values).loss_fed(node, ctx)
+        if fed is None:
+            return
+        loss, prediction, given = fed
+        if given is not None:
+            self.check(node, loss, given, ctx)
+        elif self.follows_models:
+            self._from_model(node, loss, prediction, ctx)
 
     def _from_model(self, node: ast.Call, loss: str, prediction: ast.expr, ctx: Context) -> None:
         value = ctx.value_of(prediction)

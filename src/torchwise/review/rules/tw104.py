@@ -93,7 +93,9 @@ class EvaluationWithoutEval(Rule):
         trains = any(
             effects.call_does(c, effect) for c in module.calls for effect in ("train", "backward")
         )
-        eval_callers = functions_called_after_eval(module, ctx)
+        # Which functions callers run after .eval() takes every call site of the
+        # file's functions: asked only once a function would otherwise be flagged.
+        eval_callers: set[str] | None = None
         for function in module.functions:
             if function.in_module_class or not is_evaluation_function(function):
                 continue
@@ -105,7 +107,11 @@ class EvaluationWithoutEval(Rule):
                 for effect in (E.EVAL, E.BACKWARD, E.LEARNS, E.TRAIN)
             ):
                 continue
-            if function.name in eval_callers or not models_differ(models, ctx):
+            if not models_differ(models, ctx):
+                continue
+            if eval_callers is None:
+                eval_callers = functions_called_after_eval(module, ctx)
+            if function.name in eval_callers:
                 continue
             if not trains and _loaded_in_eval_mode(models):
                 continue

@@ -56,6 +56,7 @@ class LearningRateNeverUsed(Rule):
     in_test_modules = False
     impact = "results"
     message = "the optimizer runs with its default learning rate: `{setting}` is set but never used"
+    needs_text = ("lr", "learning")  # every name and option _LR_NAME/_LR_OPTION match
 
     def __init__(self) -> None:
         self.settings: dict[str, str] = {}  # name or option dest -> how it is shown

@@ -49,6 +49,7 @@ class DistributedLaunch(Rule):
     family = "deprecated"
     severity = Severity.WARNING
     message = "`torch.distributed.launch` is deprecated; use `torchrun` (`torch.distributed.run`)"
+    needs_text = ("launch",)  # in the import or the command line that names the launcher
 
     def visit_Import(self, node: ast.Import, ctx: Context) -> None:
         if any(
