@@ -19,6 +19,7 @@ function's effects, the values its callers pass).
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -121,9 +122,7 @@ class Context(ValueReader):
         self.settings = settings
         self.project = project or EMPTY_VIEW
         self.lines = source.splitlines(keepends=True)
-        self._line_starts = [0]
-        for line in self.lines:
-            self._line_starts.append(self._line_starts[-1] + len(line))
+        self._line_starts = [0, *itertools.accumulate(map(len, self.lines))]
         self.findings: list[Finding] = []
         self.scopes: list[Scope] = [Scope("module")]
         self.parents: list[ast.AST] = []
