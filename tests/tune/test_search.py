@@ -15,7 +15,12 @@ import torch
 
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
-from torchwise.tune.search import Search, SearchConfig, steps_per_loader_sample
+from torchwise.tune.search import (
+    THREAD_SWITCH_SETTLE_S,
+    Search,
+    SearchConfig,
+    steps_per_loader_sample,
+)
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, run_session
 from torchwise.tune.step import StepSettings, Workload
 
@@ -150,6 +155,7 @@ def fake_arm(machine: NoisyMachine, arm: Arm, seconds: float) -> Arm:
     return dataclasses.replace(
         fake,
         settle_steps=arm.settle_steps,
+        settle_s=arm.settle_s,
         min_steps_per_sample=arm.min_steps_per_sample,
         info=arm.info,
     )
@@ -359,3 +365,28 @@ def test_the_floor_for_the_loader_arm_alone_shortens_a_slow_loader_tune(
     # On top of the 4-worker loader every arm needs the 8 steps, as before.
     assert {a.steps_per_sample for a in new[1].arms.values()} == {8}
     assert new_s < 0.85 * old_s
+
+
+def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
+    cnn_workload: Workload,
+) -> None:
+    # The default thread count tune starts from (the tests' fixture runs at one).
+    torch.set_num_threads(2)
+    runner, _ = synthetic_runner()
+    seen: list[dict[str, tuple[int, float]]] = []
+
+    def recording(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        seen.append({a.name: (a.settle_steps, a.settle_s) for a in [baseline, *arms]})
+        return runner(baseline, arms, config)  # type: ignore[no-any-return]
+
+    knobs, _ = available_knobs(
+        cpu_facts(cnn_workload), only=["threads-1", "channels-last", "fused-optimizer"]
+    )
+    Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=recording).run()
+    # The thread stage switches between 2 threads and 1: 0.1 s of settle steps.
+    assert seen[0] == {n: (1, THREAD_SWITCH_SETTLE_S) for n in ("baseline", "threads-1")}
+    # On top of threads-1 every arm runs one thread: the one settle step, no time.
+    assert all(v == (1, 0.0) for v in seen[1].values()), seen[1]
+    # The combination against the original baseline switches again.
+    assert set(seen[-1]) == {"baseline", "combined"}
+    assert set(seen[-1].values()) == {(1, THREAD_SWITCH_SETTLE_S)}

@@ -28,6 +28,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -157,7 +158,25 @@ def _one_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def _settle_steps(settings: Sequence[StepSettings]) -> int:
+class Settle(NamedTuple):
+    """Untimed work before each sample of a session: steps, and seconds of steps."""
+
+    steps: int = 0
+    seconds: float = 0.0
+
+
+#: Untimed seconds before each sample of a session whose arms run different thread
+#: counts. On the 2-core development machine, the slow-loader MLP's second
+#: 2-thread step after one-thread steps was over 1.25x the usual in 16 of 30
+#: cases, against 6 of 30 after 2-thread steps, and no more often than that from
+#: the fourth step (75 ms) on; with ``OMP_WAIT_POLICY=PASSIVE`` none was (OpenMP's
+#: spin-waiting pool, not the work). One settle step timed that transient: threads-1
+#: read 0.79-0.84 of two threads in tune's session, 0.98-1.01 after 0.1 s of settle
+#: steps (bench/tune_threads_ab.py, other processes idle).
+THREAD_SWITCH_SETTLE_S = 0.1
+
+
+def _settle(settings: Sequence[StepSettings]) -> Settle:
     # Changing the thread count (or TF32) between samples costs the next step a
     # pool resize; a loader arm finds its prefetch queue full after a pause.
     steps = 0
@@ -166,7 +185,10 @@ def _settle_steps(settings: Sequence[StepSettings]) -> int:
             steps = max(steps, 1)
         if s.loader is not None:
             steps = max(steps, s.loader.queue_depth + 1)
-    return steps
+    # Only arms that really switch the count get the time: a session whose arms
+    # all run the incumbent's thread count has no transient to wait out.
+    counts = {s.threads or torch.get_num_threads() for s in settings}
+    return Settle(steps, THREAD_SWITCH_SETTLE_S if len(counts) > 1 else 0.0)
 
 
 def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> list[int]:
@@ -211,14 +233,20 @@ def _session_config(base: SessionConfig, *, budget_s: float, seed: int) -> Sessi
 LOADER_FOLLOW_UP_SHARE = 0.5
 
 
-def _arm(name: str, step: TrainingStep, settle: int, min_steps: int = 1) -> Arm:
+def _arm(name: str, step: TrainingStep, settle: Settle, min_steps: int = 1) -> Arm:
     return Arm(
-        name, step.run, step.scope, settle, info=step.settings, min_steps_per_sample=min_steps
+        name,
+        step.run,
+        step.scope,
+        settle.steps,
+        settle_s=settle.seconds,
+        info=step.settings,
+        min_steps_per_sample=min_steps,
     )
 
 
 def _arms(
-    workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: int
+    workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: Settle
 ) -> tuple[Arm, list[Arm]]:
     """The baseline (first) and the other arms, each with its own loader floor."""
     floors = steps_per_loader_sample(workload, [step.settings for _, step in named])
@@ -313,7 +341,7 @@ class Search:
                 steps[knob.id] = step
         base_step = TrainingStep(self.workload, settings_for(incumbent))
         all_settings = [base_step.settings] + [s.settings for s in steps.values()]
-        settle = _settle_steps(all_settings)
+        settle = _settle(all_settings)
         session = None
         if steps:
             self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
@@ -339,7 +367,7 @@ class Search:
         trials: Sequence[Trial],
         steps: dict[str, TrainingStep],
         base_step: TrainingStep,
-        settle: int,
+        settle: Settle,
         session: SessionResult,
     ) -> None:
         """More rounds, within the budget, for loader trials the stage left undecided.
@@ -417,7 +445,8 @@ class Search:
                 TrainingStep(self.workload),
                 TrainingStep(self.workload, settings_for(incumbent)),
             )
-            settle = max(1, _settle_steps([base.settings, combined.settings]))
+            settle = _settle([base.settings, combined.settings])
+            settle = settle._replace(steps=max(1, settle.steps))
             confirmation = self.runner(
                 *_arms(self.workload, [("baseline", base), ("combined", combined)], settle),
                 _session_config(
