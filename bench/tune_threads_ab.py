@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _machine import HELD, IDLE, Others
 from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.loader import LoaderSource, load_loader
 from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, Settle, _arms, _settle
@@ -52,30 +53,6 @@ from torchwise.tune.step import StepSettings, TrainingStep, Workload
 from tune_workloads import WORKLOADS
 
 Pairs = list[tuple[float, float]]  # (threads-1 s/step, default s/step) per round
-
-
-def _busy_s() -> float:
-    """CPU seconds every process on the machine has used since boot (/proc/stat)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-class Others:
-    """Cores the machine's other processes used between two readings (ours taken out)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        times = os.times()
-        self.busy, self.ours, self.wall = _busy_s(), times.user + times.system, time.perf_counter()
-
-    def cores(self) -> float:
-        times = os.times()
-        ours = times.user + times.system - self.ours
-        return (_busy_s() - self.busy - ours) / (time.perf_counter() - self.wall)
 
 
 def _load() -> str:
@@ -192,7 +169,7 @@ def main() -> None:
     )
     # Pooled by what the other processes did meanwhile: a 2-thread step is another
     # step when they hold one of the two cores, so the two are not mixed.
-    regimes = ("others idle (< 0.25 cores)", "others on a core (> 0.75)")
+    regimes = (f"others idle (< {IDLE} cores)", f"others on a core (> {HELD})")
     pooled: dict[str, dict[str, Pairs]] = {r: {name: [] for name in chosen} for r in regimes}
     started = time.perf_counter()
     total = Others()
@@ -203,8 +180,8 @@ def main() -> None:
             others = Others()
             pairs = designs[name](args.rounds)
             cores = others.cores()
-            if cores < 0.25 or cores > 0.75:
-                pooled[regimes[cores > 0.75]][name] += pairs
+            if cores < IDLE or cores > HELD:
+                pooled[regimes[cores > HELD]][name] += pairs
             print(
                 f"  block {block + 1} {name:>19}: {summary(pairs)}  "
                 f"[others {cores:.2f} cores, {_load()}]",
