@@ -261,11 +261,15 @@ def slow_loader_time(settings: StepSettings) -> float:
     return max(compute, 0.020 / loader.num_workers)
 
 
-def slow_loader_runner(clock: FakeClock, *, session_wide_floor: bool = False):  # type: ignore[no-untyped-def]
+def slow_loader_runner(  # type: ignore[no-untyped-def]
+    clock: FakeClock, *, session_wide_floor: bool = False, session_wide_drain: bool = False
+):
     """Sessions on one shared fake clock, recording every SessionResult.
 
     ``session_wide_floor`` replays the old rule: every arm of a session, the
     baseline included, at least as many steps a sample as its most parallel loader needs.
+    ``session_wide_drain`` replays the old settle: every arm as many untimed steps
+    before a sample as the most parallel loader's drain.
     """
     sessions: list[SessionResult] = []
 
@@ -277,6 +281,9 @@ def slow_loader_runner(clock: FakeClock, *, session_wide_floor: bool = False):  
         if session_wide_floor:
             floor = max(f.min_steps_per_sample for f in fakes)
             fakes = [dataclasses.replace(f, min_steps_per_sample=floor) for f in fakes]
+        if session_wide_drain:
+            drain = max(f.settle_steps for f in fakes)
+            fakes = [dataclasses.replace(f, settle_steps=drain) for f in fakes]
         result = run_session(fakes[0], fakes[1:], config, clock=clock)
         sessions.append(result)
         return result
@@ -341,10 +348,12 @@ def test_a_loader_trial_undecided_beside_a_compute_trial_gets_a_session_of_its_o
 
 
 def simulated_tune(
-    workload: Workload, *, session_wide_floor: bool
+    workload: Workload, *, session_wide_floor: bool, session_wide_drain: bool = True
 ) -> tuple[float, list[SessionResult], list[str]]:
     clock = FakeClock()
-    runner, sessions = slow_loader_runner(clock, session_wide_floor=session_wide_floor)
+    runner, sessions = slow_loader_runner(
+        clock, session_wide_floor=session_wide_floor, session_wide_drain=session_wide_drain
+    )
     # A budget of 1 s leaves only what tune never cuts short: each stage's first
     # look (11 rounds), the part that made tune overrun its budget.
     knobs = slow_loader_knobs(workload)
@@ -359,6 +368,7 @@ def test_the_floor_for_the_loader_arm_alone_shortens_a_slow_loader_tune(
     old_s, old, old_accepted = simulated_tune(cnn_workload, session_wide_floor=True)
     assert new_accepted == old_accepted == ["loader"]
     assert [s.rounds for s in new] == [s.rounds for s in old] == [11, 11]
+    # (Both with the old drain: every arm 9 untimed steps a sample.)
     # The loader stage: a round was 7 samples of 8 steps (after 9 untimed settle
     # steps each); now 5 one-step samples for the three compute arms, and two of 8
     # for the loader arm and its baseline: 0.68 of the steps' time (0.70 here).
@@ -476,3 +486,25 @@ def test_reopening_stays_within_the_stages_and_the_budget(cnn_workload: Workload
     result = search.run()
     assert len(result.stages) <= search.config.max_stages
     assert all(s.rounds == first_round(s.config) for s in sessions)
+
+
+def test_only_an_arm_with_loader_workers_drains_a_queue_before_its_samples(
+    cnn_workload: Workload,
+) -> None:
+    new_s, new, new_accepted = simulated_tune(
+        cnn_workload, session_wide_floor=False, session_wide_drain=False
+    )
+    old_s, old, old_accepted = simulated_tune(cnn_workload, session_wide_floor=False)
+    assert new_accepted == old_accepted == ["loader"]
+    first = new[0]
+    # The 4-worker loader arm drains its queue (8 batches) and one more step; the
+    # baseline and the compute arms, on the 0-worker loader, have no queue.
+    assert first.arms["loader"].settle_steps == 9
+    assert first.baseline.settle_steps == 0
+    assert {first.arms[n].settle_steps for n in COMPUTE} == {0}
+    # On top of the 4-worker loader every arm has the queue, and drains it.
+    assert {a.settle_steps for a in new[1].arms.values()} | {new[1].baseline.settle_steps} == {9}
+    # The loader stage's first look took 0.29 of the time the common drain took
+    # (each compute sample was 9 untimed steps and 1 timed); the whole run 0.48.
+    assert new[0].elapsed_s < 0.35 * old[0].elapsed_s
+    assert new_s < 0.6 * old_s

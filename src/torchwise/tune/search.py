@@ -192,18 +192,29 @@ THREAD_SWITCH_SETTLE_S = 0.1
 
 
 def _settle(settings: Sequence[StepSettings]) -> Settle:
-    # Changing the thread count (or TF32) between samples costs the next step a
-    # pool resize; a loader arm finds its prefetch queue full after a pause.
-    steps = 0
-    for s in settings:
-        if s.threads is not None or s.tf32 or s.cudnn_benchmark:
-            steps = max(steps, 1)
-        if s.loader is not None:
-            steps = max(steps, s.loader.queue_depth + 1)
-    # Only arms that really switch the count get the time: a session whose arms
-    # all run the incumbent's thread count has no transient to wait out.
+    """The settle every arm of a session gets for the process-wide settings in it.
+
+    Changing the thread count (or TF32) between samples costs the next step a
+    pool resize, whichever arm runs it: one step for all. Only sessions whose
+    arms really run different thread counts get the time: with every arm on the
+    incumbent's count there is no transient to wait out. A DataLoader's drain is
+    the arm's own (:func:`_drain_steps`).
+    """
+    process_wide = any(s.threads is not None or s.tf32 or s.cudnn_benchmark for s in settings)
     counts = {s.threads or torch.get_num_threads() for s in settings}
-    return Settle(steps, THREAD_SWITCH_SETTLE_S if len(counts) > 1 else 0.0)
+    return Settle(int(process_wide), THREAD_SWITCH_SETTLE_S if len(counts) > 1 else 0.0)
+
+
+def _drain_steps(settings: StepSettings) -> int:
+    """Untimed steps an arm's own loader needs before a sample: its prefetch queue, drained.
+
+    A loader arm finds its queue full after the other arms' samples (batches the
+    workers made meanwhile would time as speed). An arm on a 0-worker loader has
+    no queue: it does not pay for its neighbour's. Before, every arm of a session
+    with a 4-worker trial ran 9 untimed steps a sample: on the slow-loader MLP,
+    about 0.2 s of the 0.25 s of each compute knob's sample.
+    """
+    return settings.loader.queue_depth + 1 if settings.loader is not None else 0
 
 
 def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> list[int]:
@@ -263,10 +274,16 @@ def _arm(name: str, step: TrainingStep, settle: Settle, min_steps: int = 1) -> A
 def _arms(
     workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: Settle
 ) -> tuple[Arm, list[Arm]]:
-    """The baseline (first) and the other arms, each with its own loader floor."""
+    """The baseline (first) and the other arms, each with its own loader floor and drain."""
     floors = steps_per_loader_sample(workload, [step.settings for _, step in named])
     arms = [
-        _arm(name, step, settle, floor) for (name, step), floor in zip(named, floors, strict=True)
+        _arm(
+            name,
+            step,
+            settle._replace(steps=max(settle.steps, _drain_steps(step.settings))),
+            floor,
+        )
+        for (name, step), floor in zip(named, floors, strict=True)
     ]
     return arms[0], arms[1:]
 
