@@ -9,7 +9,9 @@ slow loader), in one run:
    for the conv net, bf16 autocast, optimizer for-loop|foreach|fused, zero_grad
    set_to_none True|False, and for the loader workload num_workers 0|1|2|4), together
    with each of tune's picks, and measured round-robin: ``--rounds`` rounds, every
-   combination once per round in a shuffled order, each sample a block of steps of
+   combination once per round, the combinations of one thread count then the
+   other's (each group, and each combination in it, in a shuffled order; 0.1 s of
+   untimed steps at the switch, as tune settles), each sample a block of steps of
    about 20 ms (and at least twice the prefetch queue's depth of steps with loader
    workers: the rate they keep up, not a burst of ready batches) after the settle
    steps its settings need;
@@ -22,7 +24,11 @@ time tune took against the sweep's, and every comparison tune made (a knob on to
 the knobs accepted before it) beside the same comparison read off the sweep: where the
 sweep shows an effect over 20% (its interval beyond 0.8 or 1.25) tune's verdict should
 say so, and where it shows none (within 5%, interval across 1) tune should say "no
-significant difference". ``torch.compile`` (opt-in, minutes
+significant difference". The cores the machine's other processes used are read in
+every sweep round and in every tune stage (bench/_machine.py); a trial that ran
+while they were idle (or held a core) all through its stage is compared with the
+sweep's rounds at that same load, since a 2-thread step is another step when a job
+holds one of two cores (both references are printed). ``torch.compile`` (opt-in, minutes
 to compile each combination) and activation checkpointing (a memory knob) are not in
 the sweep.
 
@@ -47,10 +53,11 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _machine import Others, regime
 from torchwise.tune import TuneReport, tune
 from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.loader import LoaderSettings, LoaderSource, load_loader
-from torchwise.tune.search import settings_for
+from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, settings_for
 from torchwise.tune.stats import hodges_lehmann, median
 from torchwise.tune.step import StepSettings, TrainingStep
 from torchwise.tune.step import Workload as StepWorkload
@@ -124,8 +131,12 @@ def sweep(
     rounds: int,
     seed: int,
     user_loader: LoaderSettings | None,
-) -> tuple[list[Arm], float]:
-    """Round-robin over every setting; returns the arms and the sweep's wall time."""
+) -> tuple[list[Arm], list[float], float]:
+    """Round-robin over every setting.
+
+    Returns the arms, the cores the machine's other processes used in each round
+    (:mod:`_machine`), and the sweep's wall time.
+    """
     started = time.perf_counter()
     arms = []
     for s in settings:
@@ -150,32 +161,78 @@ def sweep(
         loader = arm.settings.loader
         arm.steps = max(steps, 2 * loader.queue_depth if loader is not None else 0)
     rng = random.Random(seed)
+    by_threads: dict[int, list[Arm]] = {}
+    for arm in arms:
+        by_threads.setdefault(arm.settings.threads or torch.get_num_threads(), []).append(arm)
+    others: list[float] = []
     for _ in range(rounds):
-        order = list(arms)
-        rng.shuffle(order)
-        for arm in order:
-            with arm.step.scope():
-                arm.step.run(arm.settle)
-                t0 = time.perf_counter()
-                arm.step.run(arm.steps)
-                arm.times.append((time.perf_counter() - t0) / arm.steps)
-    return arms, time.perf_counter() - started
+        reading = Others()
+        # Each round runs the arms of one thread count, then the other's (groups
+        # and arms in a shuffled order), and settles for tune's
+        # THREAD_SWITCH_SETTLE_S at the switch: 2-thread steps right after
+        # one-thread steps are slow for about 75 ms, and in a fully shuffled order
+        # half of the 2-thread samples came right after a switch
+        # (bench/tune_threads_ab.py). One switch a group costs 0.1 s a round where
+        # a settle before every sample after a switch would cost 0.05 s a sample.
+        groups = list(by_threads.values())
+        rng.shuffle(groups)
+        for group in groups:
+            order = list(group)
+            rng.shuffle(order)
+            for index, arm in enumerate(order):
+                with arm.step.scope():
+                    if index == 0:
+                        _settle_for(arm.step, THREAD_SWITCH_SETTLE_S)
+                    arm.step.run(arm.settle)
+                    t0 = time.perf_counter()
+                    arm.step.run(arm.steps)
+                    arm.times.append((time.perf_counter() - t0) / arm.steps)
+        others.append(reading.cores())
+    return arms, others, time.perf_counter() - started
 
 
-def versus(arm: Arm, best: Arm) -> tuple[float, float, float]:
-    """(ratio, low, high): the arm's per-round time over the best's, 95% signed-rank CI."""
-    diffs = [math.log(a / b) for a, b in zip(arm.times, best.times, strict=True)]
+def _settle_for(step: TrainingStep, seconds: float) -> None:
+    """Untimed steps until ``seconds`` have passed (at least one)."""
+    deadline = time.perf_counter() + seconds
+    step.run(1)
+    while time.perf_counter() < deadline:
+        step.run(1)
+
+
+def versus(arm: Arm, best: Arm, rounds: list[int] | None = None) -> tuple[float, float, float]:
+    """(ratio, low, high): the arm's per-round time over the best's, 95% signed-rank CI.
+
+    Over ``rounds`` only when given (the rounds at one load).
+    """
+    pairs = list(zip(arm.times, best.times, strict=True))
+    if rounds is not None:
+        pairs = [pairs[r] for r in rounds]
+    diffs = [math.log(a / b) for a, b in pairs]
     estimate, low, high = hodges_lehmann(diffs, 0.95)
     return math.exp(estimate), math.exp(low), math.exp(high)
 
 
+#: Fewest sweep rounds at tune's load for a reference read at that load alone.
+MIN_SAME_LOAD_ROUNDS = 8
+
+
 def trial_effects(
-    arms: list[Arm], user_loader: LoaderSettings | None, report: TuneReport, repeat: int
+    arms: list[Arm],
+    user_loader: LoaderSettings | None,
+    report: TuneReport,
+    repeat: int,
+    round_others: list[float],
+    stage_others: dict[int, float],
 ) -> list[dict[str, Any]]:
     """Every trial tune ran, beside the same comparison read off the sweep.
 
     A trial compares (incumbent + knob) with the incumbent; the sweep measured both
-    combinations, so its ratio is the reference for tune's verdict.
+    combinations, so its ratio is the reference for tune's verdict. Like with like:
+    when the other processes were idle, or held a core, all through the stage the
+    trial ran in, the reference is read off the sweep's rounds at that same load
+    (when there are at least MIN_SAME_LOAD_ROUNDS of them). A 2-thread step is
+    10-100x slower with a core held, so a reference taken minutes later over other
+    rounds is another experiment (bench/_machine.py).
     """
     by_key = {key(a.settings, user_loader): a for a in arms}
     knobs = {t.knob.id: t.knob for t in report.trials}
@@ -188,7 +245,10 @@ def trial_effects(
         base = by_key.get(key(settings_for(incumbent), user_loader))
         if arm is None or base is None:
             continue
-        ratio, low, high = versus(arm, base)
+        load = regime(stage_others[trial.stage]) if trial.stage in stage_others else None
+        same = [r for r, cores in enumerate(round_others) if regime(cores) == load]
+        at_load = load is not None and len(same) >= MIN_SAME_LOAD_ROUNDS
+        ratio, low, high = versus(arm, base, same if at_load else None)
         if high < 0.8 or low > 1.25:
             truth = "over 20%"
         elif 0.95 <= ratio <= 1.05 and low <= 1 <= high:
@@ -201,6 +261,11 @@ def trial_effects(
                 "knob": trial.knob.id,
                 "on_top_of": list(trial.on_top_of),
                 "sweep_ratio": [ratio, low, high],
+                "sweep_ratio_all_rounds": list(versus(arm, base)),
+                "others_cores_at_tune": stage_others.get(trial.stage),
+                "reference_rounds": f"{len(same)} at tune's load ({load})"
+                if at_load
+                else f"all {len(round_others)}",
                 "truth": truth,
                 "tune_ratio": trial.comparison.ratio,
                 "verdict": trial.status,
@@ -219,6 +284,28 @@ def agrees(row: dict[str, Any]) -> bool | None:
     return None
 
 
+class StageLoad:
+    """tune's progress lines, printed, and the other processes' cores in each stage."""
+
+    def __init__(self) -> None:
+        self.stage: int | None = None
+        self.reading = Others()
+        self.cores: dict[int, float] = {}
+
+    def notify(self, line: str) -> None:
+        print(f"    {line}", file=sys.stderr)
+        if line.startswith(("stage ", "confirming", "profiling")):
+            self.finish()
+            self.stage = int(line.split()[1].rstrip(":")) if line.startswith("stage ") else None
+
+    def finish(self) -> dict[int, float]:
+        if self.stage is not None:
+            self.cores[self.stage] = self.reading.cores()
+            self.stage = None
+        self.reading = Others()
+        return self.cores
+
+
 def run_workload(
     spec: Workload, repeats: int, rounds: int, budget: float, seed: int
 ) -> dict[str, Any]:
@@ -227,18 +314,21 @@ def run_workload(
     picks: list[StepSettings] = []
     reports: list[dict[str, Any]] = []
     tune_reports: list[TuneReport] = []
+    stage_others: list[dict[int, float]] = []
     for repeat in range(repeats):
         model = spec.build()
         t0 = time.perf_counter()
+        stages = StageLoad()
         report = tune(
             model,
             spec.inputs(),
             loader=source,
             budget_s=budget,
             seed=seed + repeat,
-            notify=lambda line: print(f"    {line}", file=sys.stderr),
+            notify=stages.notify,
         )
         seconds = time.perf_counter() - t0
+        stage_others.append(stages.finish())
         pick = settings_for([t.knob for t in report.search.accepted])
         picks.append(pick)
         tune_reports.append(report)
@@ -246,6 +336,7 @@ def run_workload(
         reports.append(
             {
                 "seconds": seconds,
+                "others_cores_by_stage": stage_others[-1],
                 "pick": [t.knob.id for t in report.search.accepted],
                 "trials": data["trials"],
                 "combined": data["combined"],
@@ -267,7 +358,7 @@ def run_workload(
         keys.add(key(p, user_loader))
         settings.append(p)
     print(f"  sweep: {len(settings)} combinations x {rounds} rounds", file=sys.stderr)
-    arms, sweep_seconds = sweep(workload, settings, rounds, seed, user_loader)
+    arms, round_others, sweep_seconds = sweep(workload, settings, rounds, seed, user_loader)
     if source is not None:
         source.close()
     best = min(arms, key=lambda a: median(a.times))
@@ -298,13 +389,16 @@ def run_workload(
     effects = [
         row
         for repeat, report in enumerate(tune_reports, 1)
-        for row in trial_effects(arms, user_loader, report, repeat)
+        for row in trial_effects(
+            arms, user_loader, report, repeat, round_others, stage_others[repeat - 1]
+        )
     ]
     return {
         "workload": spec.name,
         "combinations": len(arms),
         "rounds": rounds,
         "sweep_seconds": sweep_seconds,
+        "others_cores_by_round": round_others,
         "best": best.name,
         "best_median_s": median(best.times),
         "default_median_s": median(default.times),
@@ -332,8 +426,11 @@ def print_tables(results: list[dict[str, Any]]) -> None:
                 f"{p['tune_seconds']:.0f} | {r['sweep_seconds']:.0f} | "
                 f"{p['tune_seconds'] / r['sweep_seconds']:.2f} |"
             )
-    print("\n| workload | run | knob | on top of | sweep: time ratio (95% CI) | tune |")
-    print("|---|---:|---|---|---|---|")
+    print(
+        "\n| workload | run | knob | on top of | others' cores at tune | sweep: time ratio "
+        "(95% CI), rounds | all rounds | tune |"
+    )
+    print("|---|---:|---|---|---:|---|---|---|")
     checked = agreed = 0
     for r in results:
         for row in r["trial_effects"]:
@@ -343,10 +440,15 @@ def print_tables(results: list[dict[str, Any]]) -> None:
                 checked += 1
                 agreed += match
             mark = "" if match is None else (" (agrees)" if match else " (DISAGREES)")
+            every, lo_all, hi_all = row["sweep_ratio_all_rounds"]
+            cores = row["others_cores_at_tune"]
             print(
                 f"| {r['workload']} | {row['repeat']} | {row['knob']} | "
-                f"{' + '.join(row['on_top_of']) or '-'} | {ratio:.3f} ({low:.3f}-{high:.3f}) "
-                f"[{row['truth']}] | {row['tune_ratio']:.3f}, {row['verdict']}{mark} |"
+                f"{' + '.join(row['on_top_of']) or '-'} | "
+                f"{'?' if cores is None else f'{cores:.2f}'} | {ratio:.3f} ({low:.3f}-{high:.3f}) "
+                f"[{row['truth']}], {row['reference_rounds']} | "
+                f"{every:.3f} ({lo_all:.3f}-{hi_all:.3f}) | "
+                f"{row['tune_ratio']:.3f}, {row['verdict']}{mark} |"
             )
     print(f"\nverdicts with a clear reference (over 20% or none): {agreed} of {checked} agree")
     for r in results:
@@ -354,6 +456,12 @@ def print_tables(results: list[dict[str, Any]]) -> None:
             f"\n{r['workload']}: default {r['default_median_s'] * 1e3:.2f} ms/step, best "
             f"{r['best_median_s'] * 1e3:.2f} ms/step ({r['best']}); noise band: "
             f"{len(r['band'])} of {r['combinations']} combinations"
+        )
+        loads = [regime(c) for c in r["others_cores_by_round"]]
+        print(
+            f"  sweep rounds with the other processes idle: {loads.count('idle')}, "
+            f"holding a core: {loads.count('held')}, in between: {loads.count(None)} "
+            f"(of {len(loads)})"
         )
 
 

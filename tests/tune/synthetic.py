@@ -80,3 +80,35 @@ class NoisyMachine:
                 state["steps"] += 1
 
         return Arm(name, run)
+
+
+@dataclass
+class ThreadSwitchMachine(NoisyMachine):
+    """A :class:`NoisyMachine` whose multi-threaded steps are slow just after a switch.
+
+    Models what bench/tune_threads_ab.py measured on the 2-core development machine:
+    steps at two threads within ``transient_s`` of running at one thread (OpenMP's
+    spin-waiting pool coming back) take ``penalty`` times as long; steady 2-thread
+    steps and 1-thread steps do not. Both thread counts have the same steady time.
+    """
+
+    transient_s: float = 0.075
+    penalty: float = 1.4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._threads = 2
+        self._switched_at = -math.inf
+
+    def threads_arm(self, name: str, base_s: float, threads: int) -> Arm:
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                if threads > 1 and self._threads == 1:
+                    self._switched_at = self.clock.now
+                self._threads = threads
+                seconds = self.step_seconds(base_s)
+                if threads > 1 and self.clock.now - self._switched_at < self.transient_s:
+                    seconds *= self.penalty
+                self.clock.advance(seconds)
+
+        return Arm(name, run, info=threads)

@@ -15,8 +15,14 @@ import torch
 
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
-from torchwise.tune.search import Search, SearchConfig, steps_per_loader_sample
-from torchwise.tune.session import Arm, SessionConfig, SessionResult, run_session
+from torchwise.tune.search import (
+    THREAD_SWITCH_SETTLE_S,
+    Search,
+    SearchConfig,
+    steps_per_loader_sample,
+)
+from torchwise.tune.session import Arm, SessionConfig, SessionResult, first_round, run_session
+from torchwise.tune.stats import Verdict
 from torchwise.tune.step import StepSettings, Workload
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -150,6 +156,7 @@ def fake_arm(machine: NoisyMachine, arm: Arm, seconds: float) -> Arm:
     return dataclasses.replace(
         fake,
         settle_steps=arm.settle_steps,
+        settle_s=arm.settle_s,
         min_steps_per_sample=arm.min_steps_per_sample,
         info=arm.info,
     )
@@ -254,11 +261,15 @@ def slow_loader_time(settings: StepSettings) -> float:
     return max(compute, 0.020 / loader.num_workers)
 
 
-def slow_loader_runner(clock: FakeClock, *, session_wide_floor: bool = False):  # type: ignore[no-untyped-def]
+def slow_loader_runner(  # type: ignore[no-untyped-def]
+    clock: FakeClock, *, session_wide_floor: bool = False, session_wide_drain: bool = False
+):
     """Sessions on one shared fake clock, recording every SessionResult.
 
     ``session_wide_floor`` replays the old rule: every arm of a session, the
     baseline included, at least as many steps a sample as its most parallel loader needs.
+    ``session_wide_drain`` replays the old settle: every arm as many untimed steps
+    before a sample as the most parallel loader's drain.
     """
     sessions: list[SessionResult] = []
 
@@ -270,6 +281,9 @@ def slow_loader_runner(clock: FakeClock, *, session_wide_floor: bool = False):  
         if session_wide_floor:
             floor = max(f.min_steps_per_sample for f in fakes)
             fakes = [dataclasses.replace(f, min_steps_per_sample=floor) for f in fakes]
+        if session_wide_drain:
+            drain = max(f.settle_steps for f in fakes)
+            fakes = [dataclasses.replace(f, settle_steps=drain) for f in fakes]
         result = run_session(fakes[0], fakes[1:], config, clock=clock)
         sessions.append(result)
         return result
@@ -334,10 +348,12 @@ def test_a_loader_trial_undecided_beside_a_compute_trial_gets_a_session_of_its_o
 
 
 def simulated_tune(
-    workload: Workload, *, session_wide_floor: bool
+    workload: Workload, *, session_wide_floor: bool, session_wide_drain: bool = True
 ) -> tuple[float, list[SessionResult], list[str]]:
     clock = FakeClock()
-    runner, sessions = slow_loader_runner(clock, session_wide_floor=session_wide_floor)
+    runner, sessions = slow_loader_runner(
+        clock, session_wide_floor=session_wide_floor, session_wide_drain=session_wide_drain
+    )
     # A budget of 1 s leaves only what tune never cuts short: each stage's first
     # look (11 rounds), the part that made tune overrun its budget.
     knobs = slow_loader_knobs(workload)
@@ -352,6 +368,7 @@ def test_the_floor_for_the_loader_arm_alone_shortens_a_slow_loader_tune(
     old_s, old, old_accepted = simulated_tune(cnn_workload, session_wide_floor=True)
     assert new_accepted == old_accepted == ["loader"]
     assert [s.rounds for s in new] == [s.rounds for s in old] == [11, 11]
+    # (Both with the old drain: every arm 9 untimed steps a sample.)
     # The loader stage: a round was 7 samples of 8 steps (after 9 untimed settle
     # steps each); now 5 one-step samples for the three compute arms, and two of 8
     # for the loader arm and its baseline: 0.68 of the steps' time (0.70 here).
@@ -359,3 +376,135 @@ def test_the_floor_for_the_loader_arm_alone_shortens_a_slow_loader_tune(
     # On top of the 4-worker loader every arm needs the 8 steps, as before.
     assert {a.steps_per_sample for a in new[1].arms.values()} == {8}
     assert new_s < 0.85 * old_s
+
+
+def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
+    cnn_workload: Workload,
+) -> None:
+    # The default thread count tune starts from (the tests' fixture runs at one).
+    torch.set_num_threads(2)
+    runner, _ = synthetic_runner()
+    seen: list[dict[str, tuple[int, float]]] = []
+
+    def recording(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        seen.append({a.name: (a.settle_steps, a.settle_s) for a in [baseline, *arms]})
+        return runner(baseline, arms, config)  # type: ignore[no-any-return]
+
+    knobs, _ = available_knobs(
+        cpu_facts(cnn_workload), only=["threads-1", "channels-last", "fused-optimizer"]
+    )
+    Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=recording).run()
+    # The thread stage switches between 2 threads and 1: 0.1 s of settle steps.
+    assert seen[0] == {n: (1, THREAD_SWITCH_SETTLE_S) for n in ("baseline", "threads-1")}
+    # On top of threads-1 every arm runs one thread: the one settle step, no time.
+    assert all(v == (1, 0.0) for v in seen[1].values()), seen[1]
+    # The combination against the original baseline switches again.
+    assert set(seen[-1]) == {"baseline", "combined"}
+    assert set(seen[-1].values()) == {(1, THREAD_SWITCH_SETTLE_S)}
+
+
+def diluted_time(settings: StepSettings) -> float:
+    """A step whose 0-worker loader waits 20 ms on top of 5 ms of compute.
+
+    The fused optimizer saves a fixed 0.5 ms of the compute: 2% of the 25 ms
+    loader-bound step, 10% of the 5 ms step once 4 workers hide the wait.
+    ``zero_grad(set_to_none=False)`` does nothing.
+    """
+    compute = 0.005 - (0.0005 if settings.optimizer_impl == "fused" else 0.0)
+    loader = settings.loader or USER
+    return compute + (0.020 if loader.num_workers == 0 else 0.0)
+
+
+def diluted_runner(clock: FakeClock):  # type: ignore[no-untyped-def]
+    sessions: list[SessionResult] = []
+
+    def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        machine = NoisyMachine(
+            seed=len(sessions), jitter=0.03, spike_p=0.0, max_load=1.0, clock=clock
+        )
+        fakes = [fake_arm(machine, a, diluted_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
+        result = run_session(fakes[0], fakes[1:], config, clock=clock)
+        sessions.append(result)
+        return result
+
+    return run, sessions
+
+
+def diluted_search(workload: Workload, budget_s: float) -> tuple[Search, list[SessionResult]]:
+    knobs, _ = available_knobs(cpu_facts(workload), only=["fused-optimizer", "zero-grad-in-place"])
+    clock = FakeClock()
+    runner, sessions = diluted_runner(clock)
+    search = Search(
+        workload,
+        [loader_knob(FOUR, USER), *knobs],
+        SearchConfig(budget_s=budget_s),
+        runner=runner,
+        clock=clock,
+    )
+    return search, sessions
+
+
+def test_a_saving_diluted_by_a_bottleneck_is_measured_again_once_it_is_removed(
+    cnn_workload: Workload,
+) -> None:
+    search, _ = diluted_search(cnn_workload, 60.0)
+    result = search.run()
+    first = {t.knob.id: t for t in result.stages[0].trials}
+    fused = first["fused-optimizer"].comparison
+    # On the 25 ms loader-bound step the fused optimizer's 2% is settled as nothing.
+    assert fused is not None and fused.settled and fused.verdict is Verdict.SAME, fused
+    assert first["loader"].accepted
+    # Its interval still allows about 2 ms a step (1 - 0.92 of 25 ms): 40% of the
+    # 5 ms step the loader leaves, over the 9% the settling rule ruled out. It is
+    # measured again, on top of the loader.
+    second = {t.knob.id: t for t in result.stages[1].trials}
+    assert "fused-optimizer" in second
+    assert "ms step with loader" in (second["fused-optimizer"].reopened or "")
+    assert [t.knob.id for t in result.accepted] == ["loader", "fused-optimizer"]
+    assert result.accepted[1].on_top_of == ("loader",)
+
+
+def test_a_knob_with_no_effect_is_not_reopened_again_and_again(cnn_workload: Workload) -> None:
+    search, sessions = diluted_search(cnn_workload, 60.0)
+    result = search.run()
+    measured = [t for s in result.stages for t in s.trials if t.knob.id == "zero-grad-in-place"]
+    # Settled as nothing on the 25 ms step, its interval allowed a useful share of
+    # the 5 ms one: measured again there (beside the fused optimizer), settled tight
+    # around 1 on that step, and not reopened when the fused optimizer, accepted in
+    # that stage, took the step from 5 to 4.5 ms: no third stage.
+    assert len(measured) == 2 and measured[1].reopened is not None
+    assert all(t.status == "no significant difference" for t in measured)
+    assert measured[-1].comparison is not None and measured[-1].comparison.settled
+    assert len(result.stages) == 2 and len(sessions) == 3  # two stages and the confirmation
+    assert result.elapsed_s < 60.0
+
+
+def test_reopening_stays_within_the_stages_and_the_budget(cnn_workload: Workload) -> None:
+    # With 1 s for all the timing, every stage runs its first look only, and the
+    # reopened knobs still get theirs: no more stages than before, bounded time.
+    search, sessions = diluted_search(cnn_workload, 1.0)
+    result = search.run()
+    assert len(result.stages) <= search.config.max_stages
+    assert all(s.rounds == first_round(s.config) for s in sessions)
+
+
+def test_only_an_arm_with_loader_workers_drains_a_queue_before_its_samples(
+    cnn_workload: Workload,
+) -> None:
+    new_s, new, new_accepted = simulated_tune(
+        cnn_workload, session_wide_floor=False, session_wide_drain=False
+    )
+    old_s, old, old_accepted = simulated_tune(cnn_workload, session_wide_floor=False)
+    assert new_accepted == old_accepted == ["loader"]
+    first = new[0]
+    # The 4-worker loader arm drains its queue (8 batches) and one more step; the
+    # baseline and the compute arms, on the 0-worker loader, have no queue.
+    assert first.arms["loader"].settle_steps == 9
+    assert first.baseline.settle_steps == 0
+    assert {first.arms[n].settle_steps for n in COMPUTE} == {0}
+    # On top of the 4-worker loader every arm has the queue, and drains it.
+    assert {a.settle_steps for a in new[1].arms.values()} | {new[1].baseline.settle_steps} == {9}
+    # The loader stage's first look took 0.29 of the time the common drain took
+    # (each compute sample was 9 untimed steps and 1 timed); the whole run 0.48.
+    assert new[0].elapsed_s < 0.35 * old[0].elapsed_s
+    assert new_s < 0.6 * old_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from torchwise.tune.session import (
 from torchwise.tune.stats import Verdict
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import FakeClock, NoisyMachine
+from synthetic import FakeClock, NoisyMachine, ThreadSwitchMachine
 
 
 def recording_arm(name: str, clock: FakeClock, log: list[str], seconds: float = 0.01) -> Arm:
@@ -262,3 +263,43 @@ def test_when_every_arm_has_the_floor_so_does_the_baseline() -> None:
     assert result.baseline.steps_per_sample == 8 == result.arms["L"].paired_steps
     assert [n for _, n in calls[4:]] == [8] * 6
     assert len(result.baseline.samples) == 3
+
+
+def thread_switch_session(seed: int, *, settle_s: float) -> Verdict:
+    """threads-1 against a 2-thread baseline of the same steady speed (25 ms a step),
+    on a machine where 2-thread steps are 1.4x slower for 75 ms after a switch back."""
+    machine = ThreadSwitchMachine(seed=seed, jitter=0.05, spike_p=0.02, max_load=1.2)
+    base = dataclasses.replace(
+        machine.threads_arm("base", 0.025, 2), settle_steps=1, settle_s=settle_s
+    )
+    one = dataclasses.replace(
+        machine.threads_arm("threads-1", 0.025, 1), settle_steps=1, settle_s=settle_s
+    )
+    result = run_session(base, [one], SessionConfig(seed=seed, budget_s=20.0), clock=machine.clock)
+    comparison = result.arms["threads-1"].comparison
+    assert comparison is not None
+    return comparison.verdict
+
+
+def test_a_transient_after_a_thread_switch_is_settled_out_not_timed() -> None:
+    # One settle step (25 ms) leaves the baseline's timed step inside the 75 ms
+    # transient after every threads-1 sample: a knob with no effect looks 1.4x
+    # faster. Settling for 0.1 s (4 steps) times the steady step on both sides.
+    seeds = range(10)
+    one_step = collections.Counter(thread_switch_session(s, settle_s=0.0) for s in seeds)
+    settled = collections.Counter(thread_switch_session(s, settle_s=0.1) for s in seeds)
+    assert one_step[Verdict.FASTER] == len(seeds), one_step
+    assert settled[Verdict.SAME] == len(seeds), settled
+
+
+def test_settle_seconds_become_steps_of_the_arms_own_length() -> None:
+    clock, log = FakeClock(), []
+    fast = dataclasses.replace(recording_arm("fast", clock, log, 0.01), settle_s=0.1)
+    slow = dataclasses.replace(recording_arm("slow", clock, log, 0.5), settle_s=0.1)
+    config = SessionConfig(warmup_steps=2, min_rounds=2, max_rounds=2, target_sample_s=0.01)
+    result = run_session(fast, [slow], config, clock=clock)
+    assert result.baseline.settle_steps == 10  # 0.1 s of 10 ms steps
+    assert result.arms["slow"].settle_steps == 1  # one step already lasts 0.5 s
+    # Each round: the baseline's 10 settle steps and its sample of one, then the arm's 1 + 1.
+    rounds = log[4:]
+    assert rounds == (["fast"] * 11 + ["slow"] * 2) * 2

@@ -332,6 +332,7 @@ class TuneReport:
             "on_top_of": list(t.on_top_of),
             "status": t.status,
             "accepted": t.accepted,
+            "reopened": t.reopened,
             "why": t.knob.why,
             "error": t.error,
             "first_step_s": t.first_step_s,

@@ -3,7 +3,10 @@
 1. **The thread count first.** It changes every other knob's timing, and on a
    busy machine two OpenMP threads can make each op wait at a barrier for a
    pre-empted peer (steps 20x slower were measured), drowning any other effect
-   in noise. So the ``threads-N`` knobs are measured alone first.
+   in noise. So the ``threads-N`` knobs are measured alone first. A session
+   whose arms run different thread counts settles for
+   :data:`THREAD_SWITCH_SETTLE_S` of untimed steps before each sample, not one
+   step: the steps right after a switch back to two threads are slow for a time.
 2. **Stages.** Each knob is applied to a fresh private copy on top of the
    knobs accepted so far (the *incumbent*), checked for correctness against
    the original baseline (:mod:`torchwise.tune.checks`), and timed against the
@@ -11,14 +14,23 @@
    speedup is accepted into the incumbent; the knobs still undecided (faster
    ones, whose gains may overlap with it, and ones the noise left open) are
    measured again on top of it. Repeat while something is still faster; at
-   most one knob per group.
-3. **Confirmation.** With two or more accepted knobs, the final combination is
+   most one knob per group, at most ``max_stages`` stages.
+3. **Reopening diluted knobs.** A "no significant difference" is settled
+   relative to the step it was measured on: its interval bounds the knob's
+   saving in seconds (the interval's low end below 1, times that step). When an
+   accepted knob makes the step much shorter (a loader fix on an input-bound
+   step), a saving too small to matter on the old step can be a useful share of
+   the new one; each settled knob whose bound, over the new incumbent's step,
+   exceeds the gain the settling rule ruled out is measured again on top of it
+   (:meth:`Search._reopen`). A knob with no effect gets an interval tight around
+   1 on the new step and stays settled unless the step shrinks as much again.
+4. **Confirmation.** With two or more accepted knobs, the final combination is
    measured against the original baseline: that is the gain the report promises.
 
-A knob whose "slower" or "no significant difference" verdict was settled (its
-interval excluded a useful gain) is not retried; memory knobs (activation
-checkpointing) are measured once for their time and memory cost and reported as
-trade-offs, never accepted as speedups.
+Otherwise a knob whose "slower" or "no significant difference" verdict was
+settled (its interval excluded a useful gain) is not retried; memory knobs
+(activation checkpointing) are measured once for their time and memory cost and
+reported as trade-offs, never accepted as speedups.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -42,7 +55,7 @@ from torchwise.tune.session import (
     first_round,
     run_session,
 )
-from torchwise.tune.stats import Comparison, Verdict
+from torchwise.tune.stats import Comparison, Verdict, median
 from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
 
 Notify = Callable[[str], None]
@@ -62,6 +75,9 @@ class Trial:
     baseline: ArmResult | None = None
     memory: StepMemory | None = None
     accepted: bool = False
+    #: why a knob settled earlier is measured again in this stage (see
+    #: :meth:`Search._reopen`), None for a first measurement or an undecided knob
+    reopened: str | None = None
 
     @property
     def comparison(self) -> Comparison | None:
@@ -157,16 +173,48 @@ def _one_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def _settle_steps(settings: Sequence[StepSettings]) -> int:
-    # Changing the thread count (or TF32) between samples costs the next step a
-    # pool resize; a loader arm finds its prefetch queue full after a pause.
-    steps = 0
-    for s in settings:
-        if s.threads is not None or s.tf32 or s.cudnn_benchmark:
-            steps = max(steps, 1)
-        if s.loader is not None:
-            steps = max(steps, s.loader.queue_depth + 1)
-    return steps
+class Settle(NamedTuple):
+    """Untimed work before each sample of a session: steps, and seconds of steps."""
+
+    steps: int = 0
+    seconds: float = 0.0
+
+
+#: Untimed seconds before each sample of a session whose arms run different thread
+#: counts. On the 2-core development machine, the slow-loader MLP's second
+#: 2-thread step after one-thread steps was over 1.25x the usual in 16 of 30
+#: cases, against 6 of 30 after 2-thread steps, and no more often than that from
+#: the fourth step (75 ms) on; with ``OMP_WAIT_POLICY=PASSIVE`` none was (OpenMP's
+#: spin-waiting pool, not the work). One settle step timed that transient: threads-1
+#: read 0.79-0.84 of two threads in tune's session, 0.98-1.01 after 0.1 s of settle
+#: steps (bench/tune_threads_ab.py, other processes idle).
+THREAD_SWITCH_SETTLE_S = 0.1
+
+
+def _settle(settings: Sequence[StepSettings]) -> Settle:
+    """The settle every arm of a session gets for the process-wide settings in it.
+
+    Changing the thread count (or TF32) between samples costs the next step a
+    pool resize, whichever arm runs it: one step for all. Only sessions whose
+    arms really run different thread counts get the time: with every arm on the
+    incumbent's count there is no transient to wait out. A DataLoader's drain is
+    the arm's own (:func:`_drain_steps`).
+    """
+    process_wide = any(s.threads is not None or s.tf32 or s.cudnn_benchmark for s in settings)
+    counts = {s.threads or torch.get_num_threads() for s in settings}
+    return Settle(int(process_wide), THREAD_SWITCH_SETTLE_S if len(counts) > 1 else 0.0)
+
+
+def _drain_steps(settings: StepSettings) -> int:
+    """Untimed steps an arm's own loader needs before a sample: its prefetch queue, drained.
+
+    A loader arm finds its queue full after the other arms' samples (batches the
+    workers made meanwhile would time as speed). An arm on a 0-worker loader has
+    no queue: it does not pay for its neighbour's. Before, every arm of a session
+    with a 4-worker trial ran 9 untimed steps a sample: on the slow-loader MLP,
+    about 0.2 s of the 0.25 s of each compute knob's sample.
+    """
+    return settings.loader.queue_depth + 1 if settings.loader is not None else 0
 
 
 def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]) -> list[int]:
@@ -211,19 +259,31 @@ def _session_config(base: SessionConfig, *, budget_s: float, seed: int) -> Sessi
 LOADER_FOLLOW_UP_SHARE = 0.5
 
 
-def _arm(name: str, step: TrainingStep, settle: int, min_steps: int = 1) -> Arm:
+def _arm(name: str, step: TrainingStep, settle: Settle, min_steps: int = 1) -> Arm:
     return Arm(
-        name, step.run, step.scope, settle, info=step.settings, min_steps_per_sample=min_steps
+        name,
+        step.run,
+        step.scope,
+        settle.steps,
+        settle_s=settle.seconds,
+        info=step.settings,
+        min_steps_per_sample=min_steps,
     )
 
 
 def _arms(
-    workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: int
+    workload: Workload, named: Sequence[tuple[str, TrainingStep]], settle: Settle
 ) -> tuple[Arm, list[Arm]]:
-    """The baseline (first) and the other arms, each with its own loader floor."""
+    """The baseline (first) and the other arms, each with its own loader floor and drain."""
     floors = steps_per_loader_sample(workload, [step.settings for _, step in named])
     arms = [
-        _arm(name, step, settle, floor) for (name, step), floor in zip(named, floors, strict=True)
+        _arm(
+            name,
+            step,
+            settle._replace(steps=max(settle.steps, _drain_steps(step.settings))),
+            floor,
+        )
+        for (name, step), floor in zip(named, floors, strict=True)
     ]
     return arms[0], arms[1:]
 
@@ -240,6 +300,38 @@ def _memory(step: TrainingStep) -> StepMemory | None:
             )
     except Exception:  # memory is evidence, not a gate: a failing probe leaves it out
         return None
+
+
+@dataclass(frozen=True)
+class Diluted:
+    """A knob settled as "no significant difference", and what its interval still allows.
+
+    ``saving_s`` is the most a step could have saved by it, per its interval: the
+    interval's low end below 1 times the step it was measured on.
+    """
+
+    knob: Knob
+    saving_s: float
+    step_s: float
+
+
+def _saving_bound(trial: Trial) -> Diluted | None:
+    """What a settled "no significant difference" leaves open, or None for other verdicts."""
+    c, result = trial.comparison, trial.result
+    if (
+        c is None
+        or result is None
+        or trial.error is not None
+        or trial.knob.kind != SPEED
+        or trial.knob.group in FIRST_GROUPS
+        or not c.settled
+        or c.verdict is not Verdict.SAME
+        or c.ci_low >= 1
+        or not result.paired_base
+    ):
+        return None
+    step_s = median(list(result.paired_base.values()))
+    return Diluted(trial.knob, (1 - c.ci_low) * step_s, step_s)
 
 
 class Search:
@@ -313,7 +405,7 @@ class Search:
                 steps[knob.id] = step
         base_step = TrainingStep(self.workload, settings_for(incumbent))
         all_settings = [base_step.settings] + [s.settings for s in steps.values()]
-        settle = _settle_steps(all_settings)
+        settle = _settle(all_settings)
         session = None
         if steps:
             self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
@@ -339,7 +431,7 @@ class Search:
         trials: Sequence[Trial],
         steps: dict[str, TrainingStep],
         base_step: TrainingStep,
-        settle: int,
+        settle: Settle,
         session: SessionResult,
     ) -> None:
         """More rounds, within the budget, for loader trials the stage left undecided.
@@ -377,12 +469,49 @@ class Search:
                 trial.result, trial.baseline = more.arms[trial.knob.id], more.baseline
                 trial.error = trial.result.error
 
+    def _reopen(self, diluted: dict[str, Diluted], best: Trial, groups: set[str]) -> dict[str, str]:
+        """The settled knobs worth measuring again on top of ``best``, and why.
+
+        A "no significant difference" is settled relative to the step it was
+        measured on: its interval rules out a useful gain *there*. A knob that
+        saves a fixed time per step (a faster optimizer update) is diluted on a
+        step dominated by something else (a 20 ms wait for the loader) and
+        undiluted once that is removed: fused AdamW's 2.5% of the slow-loader
+        MLP's 24 ms step was about 8% of its 5 ms step with 4 workers. So when a
+        knob is accepted, each settled knob's largest possible saving, in
+        seconds, is set against the new incumbent's step; where it could exceed
+        the gain the settling rule ruled out, the knob is measured again. One
+        whose saving is truly nil gets an interval tight around 1 on the new step
+        as well, and is not reopened again unless the step shrinks again as much;
+        ``max_stages`` and the budget bound the rest.
+        """
+        result = best.result
+        if result is None or not result.samples:
+            return {}
+        new_step_s = result.median_s
+        session = self.config.session
+        useful = 1 - 1 / (1 + max(session.equivalence, session.min_effect))
+        reasons = {}
+        for knob_id, d in diluted.items():
+            if d.knob.group in groups:
+                continue
+            possible = d.saving_s / new_step_s
+            if possible > useful:
+                reasons[knob_id] = (
+                    f"settled as no significant difference on a {d.step_s * 1e3:.3g} ms step, "
+                    f"its interval allows up to {d.saving_s * 1e3:.2g} ms a step, "
+                    f"{possible:.0%} of the {new_step_s * 1e3:.3g} ms step with {best.knob.id}"
+                )
+        return reasons
+
     def run(self) -> SearchResult:
         stages: list[Stage] = []
         accepted: list[Trial] = []
         incumbent: list[Knob] = []
         pending = list(self.knobs)
         candidates = [k for k in pending if k.group in FIRST_GROUPS] or pending
+        diluted: dict[str, Diluted] = {}
+        reopened: dict[str, str] = {}
         stage_index = 1
         while candidates and stage_index <= self.config.max_stages:
             first_groups_only = all(k.group in FIRST_GROUPS for k in candidates)
@@ -390,8 +519,12 @@ class Search:
             stage = self.run_stage(stage_index, incumbent, candidates, self.remaining() * share)
             stages.append(stage)
             for trial in stage.trials:
+                trial.reopened = reopened.pop(trial.knob.id, None)
                 if _decided(trial):
                     pending.remove(trial.knob)
+                    bound = _saving_bound(trial)
+                    if bound is not None:
+                        diluted[trial.knob.id] = bound
             winners = sorted(
                 (t for t in stage.trials if t.knob.kind == SPEED and _faster(t)),
                 key=lambda t: t.comparison.ratio if t.comparison else 1.0,
@@ -403,11 +536,16 @@ class Search:
                 incumbent.append(best.knob)
                 groups = {k.group for k in incumbent}
                 pending = [k for k in pending if k is not best.knob and k.group not in groups]
+                for knob_id, why in self._reopen(diluted, best, groups).items():
+                    pending.append(diluted.pop(knob_id).knob)
+                    reopened[knob_id] = why
+                    self.notify(f"  {knob_id} measured again: {why}")
             elif not first_groups_only:
                 break
             # Next: everything still undecided, on top of what was accepted (after
             # the thread count, all the other knobs; after that, the knobs that
-            # were faster or that the noise left undecided).
+            # were faster or that the noise left undecided, and the settled ones
+            # whose saving the new, faster incumbent could make useful).
             candidates = [k for k in pending if k.group not in FIRST_GROUPS]
             stage_index += 1
         confirmation = None
@@ -417,7 +555,8 @@ class Search:
                 TrainingStep(self.workload),
                 TrainingStep(self.workload, settings_for(incumbent)),
             )
-            settle = max(1, _settle_steps([base.settings, combined.settings]))
+            settle = _settle([base.settings, combined.settings])
+            settle = settle._replace(steps=max(1, settle.steps))
             confirmation = self.runner(
                 *_arms(self.workload, [("baseline", base), ("combined", combined)], settle),
                 _session_config(

@@ -13,9 +13,11 @@ same time:
    (``B a1 a2 B a3 a4 B``): each arm is paired with the baseline sample right
    next to it, so load that drifts over seconds cancels in the pair's ratio.
    An arm with process-wide settings (threads, TF32) first runs
-   ``settle_steps`` untimed. An arm whose ``min_steps_per_sample`` raises its
-   samples above the baseline's (tune's DataLoader trials) is paired with
-   baseline samples of its own length, taken for it (``B a1 a2 B | B' l1``).
+   ``settle_steps`` untimed, or as many as last ``settle_s`` seconds: a
+   transient after a thread count switches back lasts a time, not a step.
+   An arm whose ``min_steps_per_sample`` raises its samples above the
+   baseline's (tune's DataLoader trials) is paired with baseline samples of its
+   own length, taken for it (``B a1 a2 B | B' l1``).
 3. **Adaptive stopping.** At the looks of a geometric schedule (rounds 11, 13,
    16, 19, ...) each arm is compared with the baseline
    (:func:`torchwise.tune.stats.compare`) at a per-look confidence chosen so
@@ -58,6 +60,11 @@ class Arm:
     run: Callable[[int], None]
     scope: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     settle_steps: int = 0
+    #: untimed seconds of steps before each sample (at least ``settle_steps`` of
+    #: them), converted to a step count with the arm's warm-up step time: a
+    #: transient lasts a time, not a step (tune sets it where arms switch the
+    #: thread count; :data:`torchwise.tune.search.THREAD_SWITCH_SETTLE_S`)
+    settle_s: float = 0.0
     #: what the arm runs (tune puts its StepSettings here), for reports and tests
     info: object = None
     #: at least this many steps in each of this arm's samples, and in the baseline
@@ -94,6 +101,9 @@ class ArmResult:
     first_step_s: float | None = None
     #: the median warm-up step after the first, which sized the samples
     warm_step_s: float = 0.0
+    #: untimed steps before each sample: the arm's ``settle_steps``, or more to
+    #: last its ``settle_s``
+    settle_steps: int = 0
     steps_per_sample: int = 1
     #: steps in each baseline sample paired with this arm's: the baseline's own
     #: count, or this arm's when its floor raised it above the baseline's
@@ -177,6 +187,8 @@ def _warm_up(
             fewer = math.floor(base.steps_per_sample * 4 / slowdown)
             result.steps_per_sample = max(1, config.min_steps_per_sample, fewer)
     result.steps_per_sample = max(result.steps_per_sample, arm.min_steps_per_sample)
+    wanted = math.ceil(arm.settle_s / result.warm_step_s - 1e-9)
+    result.settle_steps = max(arm.settle_steps, wanted)
 
 
 def _pair_lengths(base: ArmResult, arms: Sequence[ArmResult]) -> None:
@@ -254,7 +266,7 @@ def run_session(
                 arm = baseline if member is None else member
                 steps = base_steps if member is None else result.steps_per_sample
                 try:
-                    seconds = timer.time_steps(arm, steps, arm.settle_steps)
+                    seconds = timer.time_steps(arm, steps, result.settle_steps)
                 except Exception as exc:
                     if member is None:
                         raise
@@ -388,12 +400,16 @@ def _round_cost(base: ArmResult, others: Sequence[ArmResult]) -> float:
     """Seconds the first round should take, from the warm-up; later rounds use the last.
 
     Each group of arms sharing a paired length costs its arms' samples plus
-    ``n // 2 + 1`` baseline samples of that length (:func:`_round_sequence`).
+    ``n // 2 + 1`` baseline samples of that length (:func:`_round_sequence`),
+    each sample after its untimed settle steps.
     """
     lengths: dict[int, int] = {}
     for r in others:
         lengths[r.paired_steps] = lengths.get(r.paired_steps, 0) + 1
     if not lengths:
         lengths[base.steps_per_sample] = 0
-    baseline_s = sum((n // 2 + 1) * steps * base.warm_step_s for steps, n in lengths.items())
-    return baseline_s + sum(r.steps_per_sample * r.warm_step_s for r in others)
+    baseline_s = sum(
+        (n // 2 + 1) * (steps + base.settle_steps) * base.warm_step_s
+        for steps, n in lengths.items()
+    )
+    return baseline_s + sum((r.steps_per_sample + r.settle_steps) * r.warm_step_s for r in others)
