@@ -136,3 +136,21 @@ def test_a_rule_that_needs_text_is_not_run_on_a_file_without_it() -> None:
     assert [f.code for f in review_source(shouting, "train.py", ReviewSettings())] == ["TW145"]
     assert {rule.code for rule in _rules_for(shouting, enabled)} == {"TW145"}
     assert _rules_for("import torch\nx = torch.ones(2)\n", enabled) == []
+
+
+def test_direct_effects_asks_only_the_predicates_a_call_can_satisfy() -> None:
+    """``direct_effects`` skips the method-specific predicates for other methods;
+    on every call of every fixture it says what asking all of them says."""
+    from torchwise.review.effects import PREDICATES, direct_effects
+    from torchwise.review.engine import _Pass
+
+    calls = 0
+    for path in sorted((Path(__file__).parent / "fixtures").glob("TW*.py")):
+        source = path.read_text()
+        ctx = Context(str(path), source, None)
+        _Pass(ctx, []).run(ast.parse(source))
+        for call in ctx.module.calls:
+            asked_all = [name for name, predicate in PREDICATES.items() if predicate(call)]
+            assert direct_effects(call) == asked_all, (path.name, call.node.lineno)
+            calls += 1
+    assert calls > 500

@@ -258,6 +258,8 @@ class Tracker:
         if event.qualname in _TORCH_LOADS:
             loads.setdefault(event.node, F.LoadFacts(event.node))
             return
+        if not loads:
+            return  # uses are noted only of this file's own loads (see _load_used)
         func = event.node.func
         if isinstance(func, ast.Attribute) and event.method in _MODULE_USES:
             for value in self.ctx.candidates(func.value):

@@ -42,12 +42,21 @@ def is_module_class(ctx: Context, node: ast.ClassDef) -> bool:
     return False
 
 
+class _ModuleClasses(dict[ast.ClassDef, bool]):
+    """:func:`is_module_class` of each class of a file, worked out once: the module
+    rules ask it of nearly every statement and call in a model file's methods."""
+
+
 def module_method(ctx: Context) -> ast.ClassDef | None:
     """The nn.Module class whose method we are directly inside, else None."""
     if not ctx.in_module_class or not ctx.classes:
         return None
-    node = ctx.classes[-1][0]
-    return node if is_module_class(ctx, node) else None
+    node = ctx.classes[-1].node
+    known = ctx.helper(_ModuleClasses)
+    found = known.get(node)
+    if found is None:
+        found = known[node] = is_module_class(ctx, node)
+    return node if found else None
 
 
 def creates_module(ctx: Context, expr: ast.expr) -> str | None:
