@@ -385,9 +385,13 @@ def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
     torch.set_num_threads(2)
     runner, _ = synthetic_runner()
     seen: list[dict[str, tuple[int, float]]] = []
+    states: list[dict[str, object]] = []
+    futility: list[bool] = []
 
     def recording(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
         seen.append({a.name: (a.settle_steps, a.settle_s) for a in [baseline, *arms]})
+        states.append({a.name: a.process_state for a in [baseline, *arms]})
+        futility.append(config.futility)
         return runner(baseline, arms, config)  # type: ignore[no-any-return]
 
     knobs, _ = available_knobs(
@@ -401,6 +405,13 @@ def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
     # The combination against the original baseline switches again.
     assert set(seen[-1]) == {"baseline", "combined"}
     assert set(seen[-1].values()) == {(1, THREAD_SWITCH_SETTLE_S)}
+    # Sessions that settle for seconds know each arm's state, to skip the seconds
+    # between two samples in the same one; the others have no use for it.
+    assert states[0] == {"baseline": (2, False, False), "threads-1": (1, False, False)}
+    assert set(states[1].values()) == {None}
+    # The stages stop arms that cannot be usefully faster; the confirmation,
+    # whose interval the report promises, does not.
+    assert futility[:-1] == [True] * (len(futility) - 1) and futility[-1] is False
 
 
 def diluted_time(settings: StepSettings) -> float:

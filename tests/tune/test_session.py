@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import math
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from torchwise.tune.session import (
     Arm,
+    ArmResult,
     SessionConfig,
     first_round,
     look_confidence,
@@ -169,12 +171,14 @@ def test_settled_arms_stop_being_measured() -> None:
 SEEDS = range(100)
 
 
-@pytest.fixture(scope="module")
-def repeated_runs() -> dict[str, collections.Counter[Verdict]]:
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "futility"])
+def repeated_runs(request: pytest.FixtureRequest) -> dict[str, collections.Counter[Verdict]]:
     """100 independent sessions of 30 (simulated) seconds on a harshly loaded machine.
 
     Per step: 20% log-normal jitter, 8% of steps pre-empted for 2-5x their time,
     and a machine-wide load factor jumping between 1x and 2.5x every 0.1-2 s.
+    Once as every caller but the search runs them, once with the search's futility
+    stop: it must keep both the error rate and the large effects' verdicts.
     """
     verdicts: dict[str, collections.Counter[Verdict]] = collections.defaultdict(collections.Counter)
     for seed in SEEDS:
@@ -186,7 +190,7 @@ def repeated_runs() -> dict[str, collections.Counter[Verdict]]:
             machine.arm("20%-faster", 0.008),
             machine.arm("25%-slower", 0.0125),
         ]
-        config = SessionConfig(seed=seed, budget_s=30.0)
+        config = SessionConfig(seed=seed, budget_s=30.0, futility=request.param)
         result = run_session(machine.arm("base", 0.010), arms, config, clock=machine.clock)
         for name, arm in result.arms.items():
             assert arm.comparison is not None
@@ -303,3 +307,98 @@ def test_settle_seconds_become_steps_of_the_arms_own_length() -> None:
     # Each round: the baseline's 10 settle steps and its sample of one, then the arm's 1 + 1.
     rounds = log[4:]
     assert rounds == (["fast"] * 11 + ["slow"] * 2) * 2
+
+
+#: Log ratios of one round each: ten within 3%, and one sample pre-empted (+25%).
+#: At the first look (11 pairs, 99.88%) the interval runs from the smallest to the
+#: largest: wide above 1, narrow below.
+SKEWED = [-0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, -0.015, 0.015, 0.005, 0.25]
+
+
+def scripted_arm(name: str, clock: FakeClock, seconds: float, logs: list[float]) -> Arm:
+    """Steps of ``seconds`` times ``exp(logs[i])`` for its i-th sample, cycling; warm-up plain."""
+    state = {"calls": 0}
+
+    def run(steps: int) -> None:
+        call = state["calls"] - 3  # the 3 warm-up steps take the plain time
+        factor = math.exp(logs[call % len(logs)]) if call >= 0 else 1.0
+        clock.advance(steps * seconds * factor)
+        state["calls"] += 1
+
+    return Arm(name, run)
+
+
+def futility_session(futility: bool, shift: float, spread: float = 1.0) -> ArmResult:
+    """One arm of ``SKEWED`` log ratios, their small ones ``spread`` times as wide, shifted."""
+    clock = FakeClock()
+    logs = [shift + d * (spread if abs(d) < 0.1 else 1.0) for d in SKEWED]
+    arm = scripted_arm("arm", clock, 0.01, logs)
+    config = SessionConfig(budget_s=1e9, max_rounds=40, futility=futility)
+    result = run_session(scripted_arm("B", clock, 0.01, [0.0]), [arm], config, clock=clock)
+    return result.arms["arm"]
+
+
+@pytest.mark.parametrize(("slowdown", "spread"), [(1.0, 1.0), (1.06, 2.0)])
+def test_futility_stops_an_arm_that_cannot_be_usefully_faster(
+    slowdown: float, spread: float
+) -> None:
+    # A null arm and a 6%-slower one (with noise wide enough to leave 1 in its
+    # interval): intervals from 0.97-1.0 up to 1.3-1.4, so neither "faster", nor
+    # "slower", nor settled as no effect, and without futility measured on.
+    stopped = futility_session(True, math.log(slowdown), spread)
+    assert len(stopped.samples) == first_round(SessionConfig()) == 11
+    assert stopped.comparison is not None and stopped.comparison.settled
+    assert stopped.comparison.verdict is Verdict.SAME
+    assert 1 / 1.05 <= stopped.comparison.ci_low < 1 < stopped.comparison.ci_high
+    assert len(futility_session(False, math.log(slowdown), spread).samples) > 11
+
+
+def test_futility_keeps_measuring_an_arm_that_may_be_usefully_faster() -> None:
+    # 15% faster: the first look's interval still includes 1 (the pre-empted
+    # sample) and reaches far below 1/1.05, so the arm is measured to "faster".
+    faster = futility_session(True, -math.log(1.15))
+    assert len(faster.samples) > 11
+    assert faster.comparison is not None and faster.comparison.verdict is Verdict.FASTER
+
+
+def test_alternate_rounds_share_an_end_and_skip_the_settle_seconds() -> None:
+    # Arms that declare their process state: B a | a B | B a ... and the 0.1 s of
+    # settle steps only before a sample whose state differs from the one before it.
+    clock, log = FakeClock(), []
+    base = dataclasses.replace(
+        recording_arm("B", clock, log), settle_steps=1, settle_s=0.05, process_state=2
+    )
+    one = dataclasses.replace(
+        recording_arm("a", clock, log), settle_steps=1, settle_s=0.05, process_state=1
+    )
+    config = SessionConfig(warmup_steps=1, min_rounds=4, max_rounds=4, target_sample_s=0.01)
+    result = run_session(base, [one], config, clock=clock)
+    switched, same = ["B"] * 6, ["B"] * 2  # 5 settle steps (0.05 s) + 1, or 1 + 1
+    a_switched, a_same = ["a"] * 6, ["a"] * 2
+    assert log[2:] == [
+        *switched,  # round 1: B a (nothing known before it)
+        *a_switched,
+        *a_same,  # round 2: a B
+        *switched,
+        *same,  # round 3: B a
+        *a_switched,
+        *a_same,  # round 4: a B
+        *switched,
+    ]
+    assert result.arms["a"].settle_steps == 5 and result.arms["a"].same_state_settle_steps == 1
+    # Each arm sample is still paired with the baseline sample right beside it.
+    assert len(result.arms["a"].samples) == 4
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_thread_switch_is_still_settled_out_when_same_state_samples_skip_it(seed: int) -> None:
+    machine = ThreadSwitchMachine(seed=seed, jitter=0.05, spike_p=0.02, max_load=1.2)
+    base = dataclasses.replace(
+        machine.threads_arm("base", 0.025, 2), settle_steps=1, settle_s=0.1, process_state=2
+    )
+    one = dataclasses.replace(
+        machine.threads_arm("threads-1", 0.025, 1), settle_steps=1, settle_s=0.1, process_state=1
+    )
+    result = run_session(base, [one], SessionConfig(seed=seed, budget_s=20.0), clock=machine.clock)
+    comparison = result.arms["threads-1"].comparison
+    assert comparison is not None and comparison.verdict is Verdict.SAME

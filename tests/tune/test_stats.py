@@ -166,3 +166,27 @@ def test_a_load_factor_on_both_members_of_a_pair_cancels() -> None:
     clean = compare(arm, base)
     assert loaded.ratio == pytest.approx(clean.ratio)
     assert loaded.verdict is clean.verdict is Verdict.FASTER
+
+
+def _paired(logs: list[float]) -> tuple[list[float], list[float]]:
+    return [0.01 * math.exp(d) for d in logs], [0.01] * len(logs)
+
+
+def test_futility_settles_what_cannot_be_a_useful_speedup_and_keeps_the_verdict() -> None:
+    # 11 pairs at 99.88%: the interval is [smallest, largest] log ratio.
+    skewed = [-0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, -0.015, 0.015, 0.005, 0.25]
+    plain = compare(*_paired(skewed), confidence=0.9988, equivalence=0.10)
+    futile = compare(*_paired(skewed), confidence=0.9988, equivalence=0.10, futility=True)
+    assert not plain.settled and futile.settled
+    assert plain.verdict is futile.verdict is Verdict.SAME
+    assert (futile.ci_low, futile.ci_high) == (plain.ci_low, plain.ci_high)
+    assert "rules out a speedup of 5%" in futile.reason
+
+
+def test_futility_measures_on_an_arm_that_still_looks_much_slower() -> None:
+    # Looks 16% slower, but 1 is inside the interval: measured on for its "slower"
+    # (a large slowdown gets the same verdict on every run), not settled as no effect.
+    wide = [0.15 + d for d in [-0.16, -0.1, -0.05, 0.0, 0.02, 0.05, 0.1, 0.12, -0.02, 0.01, 0.3]]
+    c = compare(*_paired(wide), confidence=0.9988, equivalence=0.10, futility=True)
+    assert c.ci_low >= 1 / 1.05 and c.ci_low < 1 and c.ratio > 1.10
+    assert not c.settled and c.verdict is Verdict.SAME

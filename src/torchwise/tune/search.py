@@ -249,14 +249,23 @@ def steps_per_loader_sample(workload: Workload, settings: Sequence[StepSettings]
     return floors
 
 
-def _session_config(base: SessionConfig, *, budget_s: float, seed: int) -> SessionConfig:
-    return dataclasses.replace(base, budget_s=budget_s, seed=seed)
+def _session_config(
+    base: SessionConfig, *, budget_s: float, seed: int, futility: bool = False
+) -> SessionConfig:
+    return dataclasses.replace(base, budget_s=budget_s, seed=seed, futility=futility)
 
 
 #: Share of the remaining budget a loader trial undecided at its stage's end may
 #: take for a session of its own (a loader's step times are skewed by batches
 #: arriving in bursts, so its interval narrows more slowly than a compute knob's).
 LOADER_FOLLOW_UP_SHARE = 0.5
+
+
+def _process_state(settings: StepSettings) -> tuple[int, bool, bool]:
+    """What a step's scope sets process-wide: a sample after one in the same state
+    follows no switch, so it needs no settle seconds (:attr:`Arm.process_state`)."""
+    threads = settings.threads or torch.get_num_threads()
+    return threads, settings.tf32, settings.cudnn_benchmark
 
 
 def _arm(name: str, step: TrainingStep, settle: Settle, min_steps: int = 1) -> Arm:
@@ -268,6 +277,9 @@ def _arm(name: str, step: TrainingStep, settle: Settle, min_steps: int = 1) -> A
         settle_s=settle.seconds,
         info=step.settings,
         min_steps_per_sample=min_steps,
+        # Only a session that settles for seconds has anything to save by knowing
+        # the state; the others keep their plain order.
+        process_state=_process_state(step.settings) if settle.seconds else None,
     )
 
 
@@ -409,8 +421,13 @@ class Search:
         session = None
         if steps:
             self.notify(f"  timing {len(steps)} arm(s), interleaved, for up to {budget_s:.0f} s")
+            # The search acts only on "faster": an arm that cannot be usefully
+            # faster is done (futility), which leaves the budget to the others.
             config = _session_config(
-                self.config.session, budget_s=budget_s, seed=self.config.seed + stage
+                self.config.session,
+                budget_s=budget_s,
+                seed=self.config.seed + stage,
+                futility=True,
             )
             session = self.runner(
                 *_arms(self.workload, [("baseline", base_step), *steps.items()], settle), config

@@ -15,6 +15,10 @@ same time:
    An arm with process-wide settings (threads, TF32) first runs
    ``settle_steps`` untimed, or as many as last ``settle_s`` seconds: a
    transient after a thread count switches back lasts a time, not a step.
+   Arms that declare their ``process_state`` (tune: the thread count) pay the
+   seconds only after a sample in another state, and every other round runs
+   reversed (``B a | a B | B a``), so consecutive rounds meet on a shared end
+   and about half the samples of a one-arm session need no such settle.
    An arm whose ``min_steps_per_sample`` raises its samples above the
    baseline's (tune's DataLoader trials) is paired with baseline samples of its
    own length, taken for it (``B a1 a2 B | B' l1``).
@@ -22,10 +26,11 @@ same time:
    16, 19, ...) each arm is compared with the baseline
    (:func:`torchwise.tune.stats.compare`) at a per-look confidence chosen so
    that all the looks together keep the promised error rate; an arm whose
-   verdict is settled stops being measured. The session ends when every arm is
-   settled, after ``max_rounds``, or when the next round would overrun the
-   budget (the first look's rounds are always completed, so every arm gets a
-   verdict).
+   verdict is settled stops being measured; with ``futility`` (the search's
+   sessions), so does one whose interval rules out a useful speedup. The
+   session ends when every arm is settled, after ``max_rounds``, or when the
+   next round would overrun the budget (the first look's rounds are always
+   completed, so every arm gets a verdict).
 
 The clock is injected: tests drive sessions with a fake clock and synthetic arms,
 so no test verdict depends on wall time.
@@ -38,7 +43,7 @@ import math
 import random
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -67,6 +72,11 @@ class Arm:
     settle_s: float = 0.0
     #: what the arm runs (tune puts its StepSettings here), for reports and tests
     info: object = None
+    #: the process-wide state the arm's scope sets (tune: its thread count), or
+    #: None for unknown. When set, the ``settle_s`` seconds are only waited out
+    #: before a sample that follows one in a different state: after a sample in
+    #: the same state there is no switch, so no transient (``settle_steps`` still run)
+    process_state: Hashable | None = None
     #: at least this many steps in each of this arm's samples, and in the baseline
     #: samples paired with them (tune: two per worker of a DataLoader trial's loader)
     min_steps_per_sample: int = 1
@@ -90,6 +100,12 @@ class SessionConfig:
     min_effect: float = 0.05
     #: stop measuring an arm once its interval rules out effects larger than this
     equivalence: float = 0.10
+    #: also stop measuring an arm once its interval rules out a speedup of
+    #: ``min_effect`` (it cannot become a useful "faster"): for callers that only
+    #: act on "faster" (the search). Such a stop ends the arm's chances of a false
+    #: "faster" early, so the calibrated error rate for "faster" still holds; the
+    #: verdict is still :func:`~torchwise.tune.stats.compare`'s (see its ``futility``)
+    futility: bool = False
     seed: int = 0
 
 
@@ -104,6 +120,9 @@ class ArmResult:
     #: untimed steps before each sample: the arm's ``settle_steps``, or more to
     #: last its ``settle_s``
     settle_steps: int = 0
+    #: untimed steps before a sample that follows one in the same process state
+    #: (:attr:`Arm.process_state`): the arm's ``settle_steps`` alone
+    same_state_settle_steps: int = 0
     steps_per_sample: int = 1
     #: steps in each baseline sample paired with this arm's: the baseline's own
     #: count, or this arm's when its floor raised it above the baseline's
@@ -189,6 +208,9 @@ def _warm_up(
     result.steps_per_sample = max(result.steps_per_sample, arm.min_steps_per_sample)
     wanted = math.ceil(arm.settle_s / result.warm_step_s - 1e-9)
     result.settle_steps = max(arm.settle_steps, wanted)
+    result.same_state_settle_steps = (
+        arm.settle_steps if arm.process_state is not None else result.settle_steps
+    )
 
 
 def _pair_lengths(base: ArmResult, arms: Sequence[ArmResult]) -> None:
@@ -248,6 +270,10 @@ def run_session(
     first_look = first_round(config)
     looks = look_schedule(first_look, config.max_rounds)
     round_cost = _round_cost(base_result, [results[a.name] for a in active])
+    # Alternate the rounds' direction only where it saves settles; other sessions
+    # keep their order.
+    alternate = any(a.process_state is not None for a in [baseline, *active])
+    previous: Hashable | None = None  # the state of the last sample; None: unknown
     while active:
         elapsed = clock() - start
         if rounds >= config.max_rounds:
@@ -258,28 +284,39 @@ def run_session(
             break
         rng.shuffle(active)
         round_start = clock()
-        for base_steps, group in _by_pair_length(active, results):
+        groups = _by_pair_length(active, results)
+        backwards = alternate and rounds % 2 == 1
+        for base_steps, group in reversed(groups) if backwards else groups:
             sequence = _round_sequence(group)
+            if backwards:
+                # B a2 a1 B: still each arm next to a baseline sample, and this
+                # round starts where the last one ended (B a | a B | B a).
+                sequence.reverse()
             measured: list[float | None] = []
             for member in sequence:
                 result = base_result if member is None else results[member.name]
                 arm = baseline if member is None else member
                 steps = base_steps if member is None else result.steps_per_sample
+                same_state = arm.process_state is not None and arm.process_state == previous
+                settle = result.same_state_settle_steps if same_state else result.settle_steps
+                previous = None  # unknown until the sample has run
                 try:
-                    seconds = timer.time_steps(arm, steps, result.settle_steps)
+                    seconds = timer.time_steps(arm, steps, settle)
                 except Exception as exc:
                     if member is None:
                         raise
                     result.error = _one_line(exc)
                     measured.append(None)
                     continue
+                previous = arm.process_state
                 measured.append(seconds / steps)
                 if member is None and steps == base_result.steps_per_sample:
                     base_result.samples[len(base_result.samples)] = measured[-1]  # type: ignore[assignment]
             for position, member in enumerate(sequence):
                 if member is None or measured[position] is None:
                     continue
-                partner = position - 1 if sequence[position - 1] is None else position + 1
+                before = position > 0 and sequence[position - 1] is None
+                partner = position - 1 if before else position + 1
                 result = results[member.name]
                 result.samples[rounds] = measured[position]  # type: ignore[assignment]
                 result.paired_base[rounds] = measured[partner]  # type: ignore[assignment]
@@ -303,6 +340,7 @@ def run_session(
                 confidence=look_confidence(config),
                 min_effect=config.min_effect,
                 equivalence=config.equivalence,
+                futility=config.futility,
             )
     return SessionResult(base_result, results, rounds, clock() - start, stop_reason, config)
 
@@ -393,6 +431,7 @@ def _settled(result: ArmResult, config: SessionConfig) -> bool:
         confidence=level,
         min_effect=config.min_effect,
         equivalence=config.equivalence,
+        futility=config.futility,
     ).settled
 
 
@@ -401,7 +440,8 @@ def _round_cost(base: ArmResult, others: Sequence[ArmResult]) -> float:
 
     Each group of arms sharing a paired length costs its arms' samples plus
     ``n // 2 + 1`` baseline samples of that length (:func:`_round_sequence`),
-    each sample after its untimed settle steps.
+    each sample after its untimed settle steps (all of them: an upper bound where
+    samples in the same process state skip some).
     """
     lengths: dict[int, int] = {}
     for r in others:

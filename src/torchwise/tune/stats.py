@@ -215,6 +215,7 @@ def compare(
     confidence: float = 0.99,
     min_effect: float = 0.05,
     equivalence: float | None = None,
+    futility: bool = False,
 ) -> Comparison:
     """Compare paired per-step times (``arm_times[i]`` and ``base_times[i]`` from round i).
 
@@ -222,6 +223,14 @@ def compare(
     is settled, and so is "no significant difference" once the interval lies
     inside ``[1/(1+equivalence), 1+equivalence]`` (default ``min_effect``), i.e.
     any effect left is too small to act on.
+
+    With ``futility`` (for a caller that only acts on "faster", tune's search),
+    a verdict other than "faster" is also settled once the interval's low end is
+    at least ``1/(1+min_effect)``: no speedup worth having is left in it. The
+    verdict itself does not change. An arm that still looks at least
+    ``equivalence`` slower is not settled that way: measuring on gives a large
+    slowdown its "slower" verdict, the same on every run, rather than a "no
+    significant difference" from an early, wide interval.
     """
     equivalence = min_effect if equivalence is None else max(equivalence, min_effect)
     if len(arm_times) != len(base_times):
@@ -242,6 +251,11 @@ def compare(
     elif 1 / (1 + equivalence) <= ci_low and ci_high <= 1 + equivalence:
         verdict, settled = Verdict.SAME, True
         reason = f"{level} [{ci_low:.3f}, {ci_high:.3f}] rules out effects over {equivalence:.0%}"
+    elif futility and ci_low >= faster_edge and ratio < 1 + equivalence:
+        verdict, settled = Verdict.SAME, True
+        reason = (
+            f"{level} [{ci_low:.3f}, {ci_high:.3f}] rules out a speedup of {min_effect:.0%} or more"
+        )
     else:
         verdict, settled = Verdict.SAME, False
         if math.isinf(low):
