@@ -483,11 +483,53 @@ def test_a_knob_with_no_effect_is_not_reopened_again_and_again(cnn_workload: Wor
     # the 5 ms one: measured again there (beside the fused optimizer), settled tight
     # around 1 on that step, and not reopened when the fused optimizer, accepted in
     # that stage, took the step from 5 to 4.5 ms: no third stage.
-    assert len(measured) == 2 and measured[1].reopened is not None
+    # It is measured once more on top of the fused optimizer, which changes the
+    # same part of the step (the update that reads the gradients zero_grad
+    # leaves), and stays settled: three stages, not more.
+    assert len(measured) == 3 and all(t.reopened is not None for t in measured[1:])
+    assert "same part of the step" in (measured[2].reopened or "")
     assert all(t.status == "no significant difference" for t in measured)
     assert measured[-1].comparison is not None and measured[-1].comparison.settled
-    assert len(result.stages) == 2 and len(sessions) == 3  # two stages and the confirmation
+    assert len(result.stages) == 3 and len(sessions) == 4  # three stages and the confirmation
     assert result.elapsed_s < 60.0
+
+
+def interacting_time(settings: StepSettings) -> float:
+    """A 10 ms step where the fused optimizer saves 1 ms, in-place zero_grad
+    nothing alone but 1 ms more with the fused optimizer, channels_last nothing."""
+    fused = settings.optimizer_impl == "fused"
+    in_place = settings.set_to_none is False
+    return 0.010 - (0.001 if fused else 0.0) - (0.001 if fused and in_place else 0.0)
+
+
+def test_knobs_of_the_same_phase_are_measured_again_on_top_of_each_other(
+    cnn_workload: Workload,
+) -> None:
+    clock = FakeClock()
+    sessions: list[SessionResult] = []
+
+    def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        machine = NoisyMachine(
+            seed=len(sessions), jitter=0.02, spike_p=0.0, max_load=1.0, clock=clock
+        )
+        fakes = [fake_arm(machine, a, interacting_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
+        result = run_session(fakes[0], fakes[1:], config, clock=clock)
+        sessions.append(result)
+        return result
+
+    knobs, _ = available_knobs(
+        cpu_facts(cnn_workload),
+        only=["fused-optimizer", "zero-grad-in-place", "channels-last"],
+    )
+    result = Search(cnn_workload, knobs, SearchConfig(budget_s=60.0), runner=run, clock=clock).run()
+    first = {t.knob.id: t for t in result.stages[0].trials}
+    assert first["zero-grad-in-place"].status == "no significant difference"
+    assert first["channels-last"].status == "no significant difference"
+    # zero_grad is reopened because it shares the optimizer phase with the fused
+    # optimizer; channels_last, which saves nothing anywhere, is not.
+    second = {t.knob.id for t in result.stages[1].trials}
+    assert second == {"zero-grad-in-place"}
+    assert [t.knob.id for t in result.accepted] == ["fused-optimizer", "zero-grad-in-place"]
 
 
 def test_reopening_stays_within_the_stages_and_the_budget(cnn_workload: Workload) -> None:

@@ -245,7 +245,9 @@ class _Run:
         reports: dict[str, FileReport] = {}
         todo: list[tuple[str, str]] = []  # (path, view digest)
         for path in paths:
-            digest = index.digest(path, self._fingerprint(path))
+            # The digest keys findings in the cache; without one it is not needed
+            # (it walks the import graph and the project's saves).
+            digest = index.digest(path, self._fingerprint(path)) if self.cache is not None else ""
             entry = entries.get(path)
             found = None if entry is None else entry.findings.get(digest)
             if found is not None and fix is None:

@@ -85,6 +85,11 @@ class Knob:
     check_steps: int = 1
     #: knobs a trial needs together, e.g. ("fp16 autocast", "GradScaler")
     parts: tuple[str, ...] = field(default=())
+    #: the part of the step the knob changes, when others change it too
+    #: ("optimizer": the fused/foreach update and how zero_grad leaves the
+    #: gradients it reads): such knobs' effects need not add up, so accepting one
+    #: reopens the others (:meth:`torchwise.tune.search.Search._reopen`)
+    phase: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,7 @@ def _optimizer_impls(facts: Facts) -> list[Candidate]:
             {"optimizer_impl": impl},
             (add_call_kwargs("optimizer", **{impl: True}),),
             why=why,
+            phase="optimizer",
         )
         if impl not in facts.optimizer_args:
             out.append(Candidate(knob, f"{facts.optimizer_name} has no {impl} option"))
@@ -204,6 +210,7 @@ def _zero_grad(facts: Facts) -> list[Candidate]:
         (lambda loop: loop.replace(zero_grad=("optimizer.zero_grad(set_to_none=False)",)),),
         why="Zeroes gradient buffers in place instead of freeing them (the default "
         "since torch 2.0 frees them); measured to confirm the default.",
+        phase="optimizer",
     )
     return [Candidate(knob)]
 
