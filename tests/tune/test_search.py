@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -426,14 +427,19 @@ def diluted_time(settings: StepSettings) -> float:
     return compute + (0.020 if loader.num_workers == 0 else 0.0)
 
 
-def diluted_runner(clock: FakeClock):  # type: ignore[no-untyped-def]
+def diluted_runner(  # type: ignore[no-untyped-def]
+    clock: FakeClock,
+    step_time: Callable[[StepSettings], float] = diluted_time,
+    jitter: float = 0.03,
+):
+    """Sessions on a synthetic machine whose step takes ``step_time(settings)``."""
     sessions: list[SessionResult] = []
 
     def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
         machine = NoisyMachine(
-            seed=len(sessions), jitter=0.03, spike_p=0.0, max_load=1.0, clock=clock
+            seed=len(sessions), jitter=jitter, spike_p=0.0, max_load=1.0, clock=clock
         )
-        fakes = [fake_arm(machine, a, diluted_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
+        fakes = [fake_arm(machine, a, step_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
         result = run_session(fakes[0], fakes[1:], config, clock=clock)
         sessions.append(result)
         return result
@@ -506,17 +512,7 @@ def test_knobs_of_the_same_phase_are_measured_again_on_top_of_each_other(
     cnn_workload: Workload,
 ) -> None:
     clock = FakeClock()
-    sessions: list[SessionResult] = []
-
-    def run(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
-        machine = NoisyMachine(
-            seed=len(sessions), jitter=0.02, spike_p=0.0, max_load=1.0, clock=clock
-        )
-        fakes = [fake_arm(machine, a, interacting_time(a.info)) for a in [baseline, *arms]]  # type: ignore[arg-type]
-        result = run_session(fakes[0], fakes[1:], config, clock=clock)
-        sessions.append(result)
-        return result
-
+    run, _ = diluted_runner(clock, interacting_time, jitter=0.02)
     knobs, _ = available_knobs(
         cpu_facts(cnn_workload),
         only=["fused-optimizer", "zero-grad-in-place", "channels-last"],
