@@ -46,6 +46,14 @@ CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
 
 
+def fields_of(node: ast.AST) -> tuple[str, ...]:
+    """The fields of ``node`` that may hold child nodes, worked out once per type."""
+    fields = CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = CHILD_FIELDS[type(node)] = child_fields(node)
+    return fields
+
+
 def child_fields(node: ast.AST) -> tuple[str, ...]:
     fields = []
     for name in node._fields:

@@ -19,7 +19,7 @@ from torchwise.review.context import (
     Context,
     Scope,
 )
-from torchwise.review.dispatch import CHILD_FIELDS, LEAF_TYPES, child_fields, subscriptions
+from torchwise.review.dispatch import LEAF_TYPES, fields_of, subscriptions
 from torchwise.review.facts import Value
 from torchwise.review.findings import Finding, Severity
 from torchwise.review.registry import Rule, all_rules
@@ -279,7 +279,7 @@ class _Pass(Tracker):
         then = self.special.get(kind)
         if then is None:
             if not handlers and (
-                not isinstance(node, ast.AST) or kind in LEAF_TYPES or not _fields_of(node)
+                not isinstance(node, ast.AST) or kind in LEAF_TYPES or not fields_of(node)
             ):
                 self.visitors[kind] = None
                 return None
@@ -331,7 +331,7 @@ class _Pass(Tracker):
         return found
 
     def children(self, node: ast.AST) -> None:
-        fields = _fields_of(node)
+        fields = fields_of(node)
         if not fields:
             return  # a Name, a Constant, ...: nothing below it but its context
         parents = self.ctx.parents
@@ -572,13 +572,6 @@ class _Pass(Tracker):
             ctx.branch = (*saved, (test, polarity))
         else:
             ctx.branch = saved
-
-
-def _fields_of(node: ast.AST) -> tuple[str, ...]:
-    fields = CHILD_FIELDS.get(type(node))
-    if fields is None:
-        fields = CHILD_FIELDS[type(node)] = child_fields(node)
-    return fields
 
 
 #: What a star import from an unindexed module most likely brought in.

@@ -267,7 +267,7 @@ class _Run:
         if self.workers > 1 and len(paths) >= _PARALLEL_THRESHOLD:
             chunk = max(1, len(paths) // (self.workers * 4))
             with ProcessPoolExecutor(
-                max_workers=self.workers, initializer=_init_summary_worker
+                max_workers=self.workers, initializer=_init_gc_in_worker
             ) as pool:
                 return dict(zip(paths, pool.map(_summary_of, paths, chunksize=chunk), strict=True))
         summaries = {}
@@ -447,7 +447,7 @@ _WORKER: dict[str, object] = {}
 _GC_THRESHOLD = (100_000, 50, 100)
 
 
-def _init_summary_worker() -> None:
+def _init_gc_in_worker() -> None:
     gc.set_threshold(*_GC_THRESHOLD)  # a worker process of the run: nothing to restore
 
 
@@ -457,7 +457,7 @@ def _init_worker(
     _WORKER["index"] = ProjectIndex(summaries, ranges)
     _WORKER["settings"] = settings
     gc.freeze()  # long-lived: the collector need not scan them at every file
-    gc.set_threshold(*_GC_THRESHOLD)
+    _init_gc_in_worker()
 
 
 def _review_in_worker(path: str, fix: FixMode | None) -> FileReport:

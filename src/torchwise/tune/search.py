@@ -512,10 +512,10 @@ class Search:
         session = self.config.session
         useful = 1 - 1 / (1 + max(session.equivalence, session.min_effect))
         reasons = {}
+        phase = best.knob.phase
         for knob_id, d in diluted.items():
             if d.knob.group in groups:
                 continue
-            phase = best.knob.phase
             if phase and d.knob.phase == phase:
                 # Same code path: a knob that did nothing alone may do something
                 # with the accepted one (in a 30-round sweep of the conv net,
