@@ -388,11 +388,13 @@ def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
     seen: list[dict[str, tuple[int, float]]] = []
     states: list[dict[str, object]] = []
     futility: list[bool] = []
+    sample_s: list[float] = []
 
     def recording(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
         seen.append({a.name: (a.settle_steps, a.settle_s) for a in [baseline, *arms]})
         states.append({a.name: a.process_state for a in [baseline, *arms]})
         futility.append(config.futility)
+        sample_s.append(config.target_sample_s)
         return runner(baseline, arms, config)  # type: ignore[no-any-return]
 
     knobs, _ = available_knobs(
@@ -413,6 +415,11 @@ def test_only_sessions_that_switch_the_thread_count_settle_for_a_time(
     # The stages stop arms that cannot be usefully faster; the confirmation,
     # whose interval the report promises, does not.
     assert futility[:-1] == [True] * (len(futility) - 1) and futility[-1] is False
+    # A sample is at least as long as the settle before it, where there is one;
+    # the other sessions keep the calibrated length.
+    default = SessionConfig().target_sample_s
+    assert sample_s[0] == sample_s[-1] == THREAD_SWITCH_SETTLE_S > default
+    assert sample_s[1:-1] == [default] * (len(sample_s) - 2)
 
 
 def diluted_time(settings: StepSettings) -> float:

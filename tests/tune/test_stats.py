@@ -173,20 +173,37 @@ def _paired(logs: list[float]) -> tuple[list[float], list[float]]:
 
 
 def test_futility_settles_what_cannot_be_a_useful_speedup_and_keeps_the_verdict() -> None:
-    # 11 pairs at 99.88%: the interval is [smallest, largest] log ratio.
+    # 11 pairs at 99.88%: the interval is [smallest, largest] log ratio, 0.97-1.28;
+    # at a 90% futility level 0.99-1.02.
     skewed = [-0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, -0.015, 0.015, 0.005, 0.25]
     plain = compare(*_paired(skewed), confidence=0.9988, equivalence=0.10)
-    futile = compare(*_paired(skewed), confidence=0.9988, equivalence=0.10, futility=True)
+    futile = compare(*_paired(skewed), confidence=0.9988, equivalence=0.10, futility=0.90)
     assert not plain.settled and futile.settled
     assert plain.verdict is futile.verdict is Verdict.SAME
     assert (futile.ci_low, futile.ci_high) == (plain.ci_low, plain.ci_high)
     assert "rules out a speedup of 5%" in futile.reason
 
 
+def test_futility_at_its_own_level_settles_sooner_and_leaves_the_verdict_alone() -> None:
+    # 60 pairs of a null spread 20%: at the verdicts' 99.88% the interval still
+    # reaches below 1/1.05 (0.937-1.101); at a 90% futility level (0.980-1.062) it
+    # rules out both a 5% speedup and a 10% slowdown.
+    rng = random.Random(1)
+    noisy = [rng.gauss(0.0, 0.2) for _ in range(60)]
+    strict = compare(*_paired(noisy), confidence=0.9988, equivalence=0.10, futility=0.9988)
+    loose = compare(*_paired(noisy), confidence=0.9988, equivalence=0.10, futility=0.90)
+    assert strict.ci_low < 1 / 1.05 and not strict.settled and strict.futility_low is None
+    assert loose.settled and loose.verdict is strict.verdict is Verdict.SAME
+    # The reported interval is the verdicts'; the futility bound is kept beside it.
+    assert (loose.ci_low, loose.ci_high) == (strict.ci_low, strict.ci_high)
+    assert loose.futility_low is not None and loose.futility_low >= 1 / 1.05 > loose.ci_low
+    assert loose.reason.startswith("90% CI [") and "rules out a speedup of 5%" in loose.reason
+
+
 def test_futility_measures_on_an_arm_that_still_looks_much_slower() -> None:
     # Looks 16% slower, but 1 is inside the interval: measured on for its "slower"
     # (a large slowdown gets the same verdict on every run), not settled as no effect.
     wide = [0.15 + d for d in [-0.16, -0.1, -0.05, 0.0, 0.02, 0.05, 0.1, 0.12, -0.02, 0.01, 0.3]]
-    c = compare(*_paired(wide), confidence=0.9988, equivalence=0.10, futility=True)
+    c = compare(*_paired(wide), confidence=0.9988, equivalence=0.10, futility=0.90)
     assert c.ci_low >= 1 / 1.05 and c.ci_low < 1 and c.ratio > 1.10
     assert not c.settled and c.verdict is Verdict.SAME

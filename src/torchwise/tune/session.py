@@ -106,6 +106,16 @@ class SessionConfig:
     #: "faster" early, so the calibrated error rate for "faster" still holds; the
     #: verdict is still :func:`~torchwise.tune.stats.compare`'s (see its ``futility``)
     futility: bool = False
+    #: the confidence of the futility interval. Stopping for futility never adds a
+    #: false "faster", so this need not be the verdicts' level, only high enough
+    #: that a useful speedup is rarely stopped before it shows: at 90%, a knob
+    #: truly 10% faster essentially never is. At the per-look 99.88%, ruling out 5%
+    #: took 49-67 rounds of 0.3 s in three runs on the transformer's null
+    #: ``threads-1``, whose paired log ratios vary by 17% (the machine's speed
+    #: wanders on a 50 ms scale, and a thread-switching pair is a settle apart);
+    #: the rounds needed go as the square of the normal quantile, 1.64 against
+    #: 3.24. At 90%: 13-39 rounds in three runs.
+    futility_confidence: float = 0.90
     seed: int = 0
 
 
@@ -340,7 +350,7 @@ def run_session(
                 confidence=look_confidence(config),
                 min_effect=config.min_effect,
                 equivalence=config.equivalence,
-                futility=config.futility,
+                futility=config.futility_confidence if config.futility else None,
             )
     return SessionResult(base_result, results, rounds, clock() - start, stop_reason, config)
 
@@ -431,7 +441,7 @@ def _settled(result: ArmResult, config: SessionConfig) -> bool:
         confidence=level,
         min_effect=config.min_effect,
         equivalence=config.equivalence,
-        futility=config.futility,
+        futility=config.futility_confidence if config.futility else None,
     ).settled
 
 

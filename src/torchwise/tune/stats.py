@@ -197,6 +197,9 @@ class Comparison:
     verdict: Verdict
     settled: bool
     reason: str
+    #: the low end of the futility interval when it settled the comparison (see
+    #: :func:`compare`'s ``futility``): the bound on the speedup left, at its level
+    futility_low: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -215,7 +218,7 @@ def compare(
     confidence: float = 0.99,
     min_effect: float = 0.05,
     equivalence: float | None = None,
-    futility: bool = False,
+    futility: float | None = None,
 ) -> Comparison:
     """Compare paired per-step times (``arm_times[i]`` and ``base_times[i]`` from round i).
 
@@ -224,13 +227,20 @@ def compare(
     inside ``[1/(1+equivalence), 1+equivalence]`` (default ``min_effect``), i.e.
     any effect left is too small to act on.
 
-    With ``futility`` (for a caller that only acts on "faster", tune's search),
-    a verdict other than "faster" is also settled once the interval's low end is
-    at least ``1/(1+min_effect)``: no speedup worth having is left in it. The
-    verdict itself does not change. An arm that still looks at least
-    ``equivalence`` slower is not settled that way: measuring on gives a large
-    slowdown its "slower" verdict, the same on every run, rather than a "no
-    significant difference" from an early, wide interval.
+    With ``futility``, a confidence (for a caller that only acts on "faster",
+    tune's search), a verdict other than "faster" is also settled once the low
+    end of an interval at that confidence is at least ``1/(1+min_effect)``: no
+    speedup worth having is left in it. The verdict itself does not change.
+    Stopping for futility can only take away chances of a false "faster", never
+    add one, so its level need not be the verdict's: it trades only power, the
+    chance that an arm truly just over ``min_effect`` faster is stopped before
+    its "faster" (a non-binding futility bound, in group-sequential terms). The
+    same interval must also rule out a slowdown of ``equivalence``: measuring on
+    gives a large slowdown its "slower" verdict, the same on every run, rather
+    than a "no significant difference" from an early look that happened to
+    read it small (at a 90% futility level with only the estimate required below
+    ``1 + equivalence``, a 25%-slower arm of the session tests was stopped so in
+    6 runs of 100).
     """
     equivalence = min_effect if equivalence is None else max(equivalence, min_effect)
     if len(arm_times) != len(base_times):
@@ -242,6 +252,14 @@ def compare(
     faster_edge, slower_edge = 1 / (1 + min_effect), 1 + min_effect
     level = f"{format_confidence(confidence)} CI"
     n = len(diffs)
+    futility_low = None
+    # The futility interval: its low end bounds the speedup left; its high end
+    # must rule out an ``equivalence`` slowdown too (see above), else a large
+    # slowdown could be stopped at an early, lucky look.
+    low_f, high_f = 0.0, math.inf
+    if futility is not None:
+        _, f_low, f_high = hodges_lehmann(diffs, futility)
+        low_f, high_f = _exp(f_low), _exp(f_high)
     if ci_high < 1 and ratio <= faster_edge:
         verdict, settled = Verdict.FASTER, True
         reason = f"{level} of the time ratio [{ci_low:.3f}, {ci_high:.3f}] is below 1"
@@ -251,10 +269,11 @@ def compare(
     elif 1 / (1 + equivalence) <= ci_low and ci_high <= 1 + equivalence:
         verdict, settled = Verdict.SAME, True
         reason = f"{level} [{ci_low:.3f}, {ci_high:.3f}] rules out effects over {equivalence:.0%}"
-    elif futility and ci_low >= faster_edge and ratio < 1 + equivalence:
-        verdict, settled = Verdict.SAME, True
+    elif futility is not None and low_f >= faster_edge and high_f < 1 + equivalence:
+        verdict, settled, futility_low = Verdict.SAME, True, low_f
         reason = (
-            f"{level} [{ci_low:.3f}, {ci_high:.3f}] rules out a speedup of {min_effect:.0%} or more"
+            f"{format_confidence(futility)} CI [{low_f:.3f}, {high_f:.3f}] rules out a speedup "
+            f"of {min_effect:.0%} or more ({level} [{ci_low:.3f}, {ci_high:.3f}])"
         )
     else:
         verdict, settled = Verdict.SAME, False
@@ -268,7 +287,17 @@ def compare(
                 f"({level} [{ci_low:.3f}, {ci_high:.3f}])"
             )
     return Comparison(
-        n, ratio, ci_low, ci_high, confidence, p_value, min_effect, verdict, settled, reason
+        n,
+        ratio,
+        ci_low,
+        ci_high,
+        confidence,
+        p_value,
+        min_effect,
+        verdict,
+        settled,
+        reason,
+        futility_low,
     )
 
 
