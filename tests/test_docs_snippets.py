@@ -84,3 +84,18 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.syspath_prepend(str(tmp_path))
     code = compile(snippet.code, snippet.id, "exec")
     exec(code, {"__name__": "__doc_snippet__"})
+
+
+#: A line that is only an ALL_CAPS_NAME: a template's marker that nothing filled in
+#: (docs/tune.md carried REPORT_PLACEHOLDER where its real report belongs).
+MARKER = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+
+
+def test_no_template_marker_is_left_in_the_docs() -> None:
+    left = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if MARKER.match(line.strip())
+    ]
+    assert not left, f"unfilled template markers: {left}"

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from torchwise.tune.report import fmt_gain
 from torchwise.tune.stats import (
     Verdict,
     _signed_rank_cdf,
@@ -207,3 +208,19 @@ def test_futility_measures_on_an_arm_that_still_looks_much_slower() -> None:
     c = compare(*_paired(wide), confidence=0.9988, equivalence=0.10, futility=0.90)
     assert c.ci_low >= 1 / 1.05 and c.ci_low < 1 and c.ratio > 1.10
     assert not c.settled and c.verdict is Verdict.SAME
+
+
+#: symmetric spreads around 0, small enough for a tight 99% interval
+SKEW_FREE = [d / 100 for d in (-3, -2, -1, 0, 1, 2, 3) * 3]
+
+
+def test_a_gain_reads_its_interval_in_the_headlines_direction() -> None:
+    faster = compare(*_paired([math.log(0.8) + d for d in SKEW_FREE]))
+    slower = compare(*_paired([math.log(1.25) + d for d in SKEW_FREE]))
+    assert fmt_gain(faster).startswith("1.25x faster (99% CI 1.2")
+    # A slowdown's interval is in slowdowns too: "1.25x slower (CI 1.2x-1.3x)",
+    # never the speedups 0.77x-0.83x beside a "slower".
+    text = fmt_gain(slower)
+    assert text.startswith("1.25x slower (99% CI 1.2"), text
+    low, high = (float(x.rstrip("x)")) for x in text.split("CI ")[1].split("-"))
+    assert 1 < low <= 1.25 <= high

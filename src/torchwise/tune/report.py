@@ -127,15 +127,22 @@ def fmt_bytes(count: float | None) -> str:
 
 
 def fmt_gain(comparison: Comparison) -> str:
-    """``1.42x faster (99.94% CI 1.35x-1.50x)`` or ``1.2x slower (...)``."""
+    """``1.42x faster (99.94% CI 1.35x-1.50x)`` or ``1.20x slower (99.94% CI 1.05x-1.43x)``.
+
+    The interval reads in the headline's direction: a slowdown's as slowdowns
+    (time ratios), a speedup's as speedups, so "1.15x slower (CI 0.70x-0.95x)"
+    cannot be misread as a range of slowdowns below 1.
+    """
     level = format_confidence(comparison.confidence)
-    low = 1 / comparison.ci_high if comparison.ci_high > 0 else math.inf
-    high = 1 / comparison.ci_low if comparison.ci_low > 0 else math.inf
-    ci = f"{level} CI {low:.2f}x-{high:.2f}x" if math.isfinite(high) else f"{level} CI open"
     speedup = comparison.speedup
     if speedup >= 1:
-        return f"{speedup:.2f}x faster ({ci})"
-    return f"{1 / speedup:.2f}x slower ({ci})"
+        low = 1 / comparison.ci_high if comparison.ci_high > 0 else math.inf
+        high = 1 / comparison.ci_low if comparison.ci_low > 0 else math.inf
+        word, value = "faster", speedup
+    else:
+        low, high, word, value = comparison.ci_low, comparison.ci_high, "slower", 1 / speedup
+    ci = f"{level} CI {low:.2f}x-{high:.2f}x" if math.isfinite(high) else f"{level} CI open"
+    return f"{value:.2f}x {word} ({ci})"
 
 
 def _arm_stats(result: ArmResult | None) -> dict[str, Any] | None:

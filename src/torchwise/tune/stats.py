@@ -273,7 +273,7 @@ def compare(
         verdict, settled, futility_low = Verdict.SAME, True, low_f
         reason = (
             f"{format_confidence(futility)} CI [{low_f:.3f}, {high_f:.3f}] rules out a speedup "
-            f"of {min_effect:.0%} or more ({level} [{ci_low:.3f}, {ci_high:.3f}])"
+            f"of {min_effect:.0%} or more; {level} [{ci_low:.3f}, {ci_high:.3f}]"
         )
     else:
         verdict, settled = Verdict.SAME, False
