@@ -16,9 +16,11 @@ import torch
 from conftest import TinyCNN, TinyMLP
 
 from torchwise.errors import TorchwiseError
-from torchwise.tune import SessionConfig, TuneReport, tune
+from torchwise.tune import SessionConfig, TuneReport, api, tune
+from torchwise.tune.api import _after_scan
 from torchwise.tune.batch_size import BatchSizeResult, SizeRun
 from torchwise.tune.lr_range import LRResult, analyse_curve
+from torchwise.tune.search import Search, SearchResult
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "loader_data.py"
@@ -166,6 +168,40 @@ def test_a_loader_workload_reports_the_loader() -> None:
     assert data["loader"]["user"] == {"num_workers": 0, "pin_memory": False}
     assert data["loader"]["input_bound"] is not None
     assert "DataLoader" in report.render("text")
+
+
+def test_the_loader_scan_counts_against_the_budget() -> None:
+    # The search gets what the scan left of --budget, and at least half of it.
+    assert _after_scan(60.0, 12.5) == 47.5
+    assert _after_scan(60.0, 45.0) == 30.0
+
+
+@pytest.mark.slow
+def test_the_search_runs_on_what_the_loader_scan_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    budgets: list[float] = []
+    scans: list[tuple[float, float]] = []
+
+    def after_scan(budget_s: float, scan_s: float) -> float:
+        scans.append((budget_s, scan_s))
+        return 1.25
+
+    class Recording(Search):
+        def run(self) -> SearchResult:
+            budgets.append(self.config.budget_s)
+            return super().run()
+
+    monkeypatch.setattr(api, "_after_scan", after_scan)
+    monkeypatch.setattr(api, "Search", Recording)
+    tune(
+        TinyMLP(),
+        None,
+        loader=f"{DATA}:make_loader",
+        budget_s=2,
+        session=QUICK,
+        knobs=["foreach-optimizer"],
+    )
+    assert budgets == [1.25]
+    assert len(scans) == 1 and scans[0][0] == 2 and scans[0][1] > 0
 
 
 @pytest.mark.slow

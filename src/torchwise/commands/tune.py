@@ -56,7 +56,8 @@ def _parse_size(text: str | None) -> int | None:
     default=60.0,
     show_default=True,
     metavar="SECONDS",
-    help="Time for the timing sessions (checks, profile and finders come on top).",
+    help="Time for the timing sessions, the DataLoader scan's included (checks, profile and "
+    "finders come on top).",
 )
 @click.option("--knobs", metavar="ID,ID", help="Try only these knobs (see --list-knobs).")
 @click.option("--skip", metavar="ID,ID", help="Do not try these knobs.")
