@@ -20,6 +20,7 @@ from torchwise.tune.search import (
     THREAD_SWITCH_SETTLE_S,
     Search,
     SearchConfig,
+    _stage_share,
     steps_per_loader_sample,
 )
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, first_round, run_session
@@ -564,3 +565,32 @@ def test_only_an_arm_with_loader_workers_drains_a_queue_before_its_samples(
     # (each compute sample was 9 untimed steps and 1 timed); the whole run 0.48.
     assert new[0].elapsed_s < 0.35 * old[0].elapsed_s
     assert new_s < 0.6 * old_s
+
+
+def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workload) -> None:
+    runner, _ = synthetic_runner()
+    budgets: list[tuple[list[str], float]] = []
+
+    def recording(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        budgets.append(([a.name for a in arms], config.budget_s))
+        return runner(baseline, arms, config)  # type: ignore[no-any-return]
+
+    def share_of_first_stage(only: list[str]) -> float:
+        budgets.clear()
+        knobs, _ = available_knobs(cpu_facts(cnn_workload), only=only)
+        # The search's own clock stands still: every stage sees the whole budget left.
+        config = SearchConfig(budget_s=60.0)
+        Search(cnn_workload, knobs, config, runner=recording, clock=FakeClock()).run()
+        assert budgets[0][0] == ["threads-1"]
+        return budgets[0][1] / 60.0
+
+    six = ["threads-1", "channels-last", "bf16-autocast", "foreach-optimizer"]
+    six += ["fused-optimizer", "zero-grad-in-place"]
+    # One thread knob of six pending: a sixth. The next stage, all the rest: 60%.
+    assert share_of_first_stage(six) == 1 / 6
+    assert budgets[1][1] == 0.6 * 60.0
+    # Never above 35% (one of two), 60% alone, never below 15% (one of eight).
+    assert share_of_first_stage(["threads-1", "fused-optimizer"]) == 0.35
+    assert share_of_first_stage(["threads-1"]) == 0.6
+    knobs, _ = available_knobs(cpu_facts(cnn_workload), only=six)
+    assert _stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15

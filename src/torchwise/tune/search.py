@@ -6,7 +6,8 @@
    in noise. So the ``threads-N`` knobs are measured alone first. A session
    whose arms run different thread counts settles for
    :data:`THREAD_SWITCH_SETTLE_S` of untimed steps before each sample, not one
-   step: the steps right after a switch back to two threads are slow for a time.
+   step, and times samples at least that long: the steps right after a switch
+   back to two threads are slow for a time.
 2. **Stages.** Each knob is applied to a fresh private copy on top of the
    knobs accepted so far (the *incumbent*), checked for correctness against
    the original baseline (:mod:`torchwise.tune.checks`), and timed against the
@@ -370,6 +371,22 @@ def _saving_bound(trial: Trial) -> Diluted | None:
     return Diluted(trial.knob, (1 - low) * step_s, step_s)
 
 
+def _stage_share(candidates: Sequence[Knob], pending: Sequence[Knob]) -> float:
+    """The thread stage's share of the remaining budget: its knobs' share of those pending.
+
+    Between 15% and 35%, and 60% when nothing else is waiting. A thread count
+    within a few percent of another is the slowest knob to settle on a noisy
+    machine (each pair is a settle apart), and at a fixed 35% it took 10-15 s of
+    a 60 s budget on the transformer, whose other five knobs then settled in
+    5 s together. One thread knob among six pending gets a sixth; a large thread
+    effect (two threads 10-90x slower with a job on the other core) still
+    settles at the first look.
+    """
+    if len(candidates) >= len(pending):
+        return 0.6
+    return min(0.35, max(0.15, len(candidates) / len(pending)))
+
+
 class Search:
     """Runs the stages; one instance per tune run."""
 
@@ -568,7 +585,7 @@ class Search:
         stage_index = 1
         while candidates and stage_index <= self.config.max_stages:
             first_groups_only = all(k.group in FIRST_GROUPS for k in candidates)
-            share = 0.35 if first_groups_only and len(candidates) < len(pending) else 0.6
+            share = _stage_share(candidates, pending) if first_groups_only else 0.6
             stage = self.run_stage(stage_index, incumbent, candidates, self.remaining() * share)
             stages.append(stage)
             for trial in stage.trials:
