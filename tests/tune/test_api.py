@@ -153,9 +153,9 @@ def test_recommendations_come_with_a_diff_and_evidence() -> None:
         assert rec["check"]["ok"]
 
 
-@pytest.mark.slow
-def test_a_loader_workload_reports_the_loader() -> None:
-    report = tune(
+def tune_on_the_test_loader() -> TuneReport:
+    """A quick tune of the tiny MLP fed by tests/tune/loader_data.py's loader."""
+    return tune(
         TinyMLP(),
         None,
         loader=f"{DATA}:make_loader",
@@ -163,6 +163,11 @@ def test_a_loader_workload_reports_the_loader() -> None:
         session=QUICK,
         knobs=["foreach-optimizer"],
     )
+
+
+@pytest.mark.slow
+def test_a_loader_workload_reports_the_loader() -> None:
+    report = tune_on_the_test_loader()
     data = report.to_dict()
     assert data["workload"]["loader"].endswith("loader_data.py:make_loader")
     assert data["loader"]["user"] == {"num_workers": 0, "pin_memory": False}
@@ -192,14 +197,7 @@ def test_the_search_runs_on_what_the_loader_scan_left(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(api, "_after_scan", after_scan)
     monkeypatch.setattr(api, "Search", Recording)
-    tune(
-        TinyMLP(),
-        None,
-        loader=f"{DATA}:make_loader",
-        budget_s=2,
-        session=QUICK,
-        knobs=["foreach-optimizer"],
-    )
+    tune_on_the_test_loader()
     assert budgets == [1.25]
     assert len(scans) == 1 and scans[0][0] == 2 and scans[0][1] > 0
 

@@ -27,7 +27,8 @@ same time:
    (:func:`torchwise.tune.stats.compare`) at a per-look confidence chosen so
    that all the looks together keep the promised error rate; an arm whose
    verdict is settled stops being measured; with ``futility`` (the search's
-   sessions), so does one whose interval rules out a useful speedup. The
+   sessions), so does one whose futility interval (90%) rules out a useful
+   speedup and a large slowdown. The
    session ends when every arm is settled, after ``max_rounds``, or when the
    next round would overrun the budget (the first look's rounds are always
    completed, so every arm gets a verdict).
@@ -100,8 +101,9 @@ class SessionConfig:
     min_effect: float = 0.05
     #: stop measuring an arm once its interval rules out effects larger than this
     equivalence: float = 0.10
-    #: also stop measuring an arm once its interval rules out a speedup of
-    #: ``min_effect`` (it cannot become a useful "faster"): for callers that only
+    #: also stop measuring an arm once an interval at ``futility_confidence``
+    #: rules out both a speedup of ``min_effect`` (it cannot become a useful
+    #: "faster") and a slowdown of ``equivalence``: for callers that only
     #: act on "faster" (the search). Such a stop ends the arm's chances of a false
     #: "faster" early, so the calibrated error rate for "faster" still holds; the
     #: verdict is still :func:`~torchwise.tune.stats.compare`'s (see its ``futility``)
