@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -21,6 +22,7 @@ from torchwise.tune.api import _after_scan
 from torchwise.tune.batch_size import BatchSizeResult, SizeRun
 from torchwise.tune.lr_range import LRResult, analyse_curve
 from torchwise.tune.search import Search, SearchResult
+from torchwise.tune.session import ArmResult, SessionResult
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "loader_data.py"
@@ -107,6 +109,27 @@ def test_every_format_renders(cnn_report: TuneReport) -> None:
     assert markdown.startswith("# torchwise tune: TinyCNN") and "## Method" in markdown
     with pytest.raises(ValueError, match="unknown format"):
         cnn_report.render("yaml")
+
+
+@pytest.mark.slow
+def test_a_combination_the_budget_left_unmeasured_is_reported_so(cnn_report: TuneReport) -> None:
+    measured = [
+        dataclasses.replace(t, accepted=True) for t in cnn_report.trials if t.comparison is not None
+    ][:2]
+    assert len(measured) == 2
+    why = "its first look (11 rounds, about 4.2 s) would overrun the time budget of 0.5 s"
+    unrun = SessionResult(
+        ArmResult("baseline"), {"combined": ArmResult("combined")}, 0, 0.1, why, QUICK
+    )
+    search = dataclasses.replace(cnn_report.search, accepted=measured, confirmation=unrun)
+    report = dataclasses.replace(cnn_report, search=search)
+    expected = f"All together: not measured against the baseline ({why})"
+    assert expected in report.render("text")
+    assert expected in report.render("markdown")
+    assert "not measured against the baseline" in report.render("html")
+    data = json.loads(report.render("json"))
+    jsonschema.validate(data, documented_schema())
+    assert data["combined"]["comparison"] is None and data["combined"]["not_measured"] == why
 
 
 class _Collector(HTMLParser):

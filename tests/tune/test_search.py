@@ -487,6 +487,8 @@ def test_a_saving_diluted_by_a_bottleneck_is_measured_again_once_it_is_removed(
     assert "ms step with loader" in (second["fused-optimizer"].reopened or "")
     assert [t.knob.id for t in result.accepted] == ["loader", "fused-optimizer"]
     assert result.accepted[1].on_top_of == ("loader",)
+    # With budget to spare, the two are confirmed together against the baseline.
+    assert result.combined is not None and result.combined_not_measured is None
 
 
 def test_a_knob_with_no_effect_is_not_reopened_again_and_again(cnn_workload: Workload) -> None:
@@ -542,7 +544,17 @@ def test_reopening_stays_within_the_stages_and_the_budget(cnn_workload: Workload
     search, sessions = diluted_search(cnn_workload, 1.0)
     result = search.run()
     assert len(result.stages) <= search.config.max_stages
-    assert all(s.rounds == first_round(s.config) for s in sessions)
+    *stages, confirmation = sessions
+    assert all(s.rounds == first_round(s.config) for s in stages)
+    # The loader and then the fused optimizer were accepted, and the budget is
+    # spent: the confirmation, whose first look would take seconds more, runs
+    # only its warm-up, and the report is told why.
+    assert [t.knob.id for t in result.accepted] == ["loader", "fused-optimizer"]
+    assert confirmation is result.confirmation and confirmation.rounds == 0
+    assert all(arm.samples == {} for arm in confirmation.arms.values())
+    assert confirmation.elapsed_s < stages[-1].elapsed_s / stages[-1].rounds
+    assert result.combined is None
+    assert "would overrun the time budget" in (result.combined_not_measured or "")
 
 
 def test_only_an_arm_with_loader_workers_drains_a_queue_before_its_samples(

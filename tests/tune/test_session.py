@@ -127,6 +127,22 @@ def test_the_budget_stops_the_session_after_the_first_look() -> None:
     assert result.elapsed_s <= config.budget_s + 2 * round_time
 
 
+def test_a_session_whose_first_look_must_fit_runs_no_round_that_would_overrun() -> None:
+    machine = NoisyMachine(seed=5, jitter=0.3)
+    base, same = machine.arm("base", 0.01), machine.arm("same", 0.01)
+    # 11 rounds of two samples of 10 ms steps do not fit in 0.1 s; the warm-up runs.
+    tight = SessionConfig(budget_s=0.1, first_look_must_fit=True)
+    result = run_session(base, [same], tight, clock=machine.clock)
+    assert result.rounds == 0 and result.arms["same"].comparison is None
+    assert result.stop_reason.startswith("its first look (11 rounds, about ")
+    assert result.stop_reason.endswith("would overrun the time budget of 0.1 s")
+    assert result.elapsed_s < 0.25  # the warm-up's six steps; the rounds would add 0.4 s
+    # Where they fit, the flag changes nothing.
+    roomy = SessionConfig(budget_s=3.0, max_rounds=1000, first_look_must_fit=True)
+    result = run_session(base, [same], roomy, clock=machine.clock)
+    assert result.stop_reason == "time budget of 3 s" and result.rounds >= first_round(roomy)
+
+
 def test_the_first_look_waits_for_enough_pairs() -> None:
     config = SessionConfig()
     # 99% overall at the calibrated 0.12% per look needs 11 pairs for any interval.

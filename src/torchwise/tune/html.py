@@ -88,7 +88,7 @@ def _stage_plots(report: TuneReport) -> list[str]:
         rows += [(name, arm.times) for name, arm in stage.session.arms.items()]
         title = f"Stage {stage.index}: step time per arm"
         out.append(f"<h3>{escape(title)}</h3>" + svg.distributions(rows, title=title))
-    if report.search.confirmation is not None:
+    if report.search.combined is not None and report.search.confirmation is not None:
         session = report.search.confirmation
         rows = [("baseline", session.baseline.times)]
         rows += [(name, arm.times) for name, arm in session.arms.items()]
@@ -190,11 +190,12 @@ def render_html(report: TuneReport) -> str:
             + _diff(text)
             + "</div>"
         )
-    combined = report.search.combined
-    if combined is not None and len(recs) > 1:
+    if len(recs) > 1:
         body.append(
             f'<div class="card"><h3>All together: <span class="gain">'
-            f"{escape(fmt_gain(combined))}</span></h3>" + _diff(report.combined_diff()) + "</div>"
+            f"{escape(report.combined_summary())}</span></h3>"
+            + _diff(report.combined_diff())
+            + "</div>"
         )
     body.append("<h2>Step-time distributions</h2>")
     body += _stage_plots(report)

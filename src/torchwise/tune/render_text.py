@@ -147,12 +147,8 @@ def render_text(report: TuneReport) -> str:
             out.append(_indent(trial.knob.why, "     "))
             out.append(_indent(_evidence(trial), "     "))
             out.append(_indent(text.rstrip(), "     "))
-        combined = report.search.combined
-        if combined is not None and len(recs) > 1:
-            out.append(
-                f"  All together: {fmt_gain(combined)} against the baseline "
-                f"({combined.rounds} rounds)"
-            )
+        if len(recs) > 1:
+            out.append(f"  All together: {report.combined_summary()}")
             out.append(_indent(report.combined_diff().rstrip(), "     "))
     else:
         out.append(
@@ -268,10 +264,9 @@ def render_markdown(report: TuneReport) -> str:
         out += [trial.knob.why, ""]
         out += [f"- {line}" for line in _evidence(trial).splitlines()]
         out += ["", "```diff", text.rstrip(), "```", ""]
-    combined = report.search.combined
-    if combined is not None and len(recs) > 1:
+    if len(recs) > 1:
         out += [
-            f"### All together: {fmt_gain(combined)}",
+            f"### All together: {report.combined_summary()}",
             "",
             "```diff",
             report.combined_diff().rstrip(),

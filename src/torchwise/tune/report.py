@@ -15,7 +15,7 @@ import json
 import math
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -207,7 +207,6 @@ class TuneReport:
     budget_s: float
     elapsed_s: float
     canonical: Loop
-    notes: list[str] = field(default_factory=list)
 
     # -- derived views ------------------------------------------------------------
 
@@ -239,6 +238,16 @@ class TuneReport:
             diffs.append(diff(loop, after))
             loop = after
         return diffs
+
+    def combined_summary(self) -> str:
+        """The recommendations together against the baseline: the gain, or why it is unknown."""
+        combined = self.search.combined
+        if combined is not None:
+            return f"{fmt_gain(combined)} against the baseline ({combined.rounds} rounds)"
+        return (
+            f"not measured against the baseline ({self.search.combined_not_measured}); "
+            "each gain above was measured on top of the ones before it"
+        )
 
     def combined_diff(self) -> str:
         edits = [e for t in self.recommendations for e in t.knob.edits]
@@ -297,10 +306,11 @@ class TuneReport:
                     for t, d in zip(self.recommendations, diffs, strict=True)
                 ],
                 "combined": None
-                if combined is None
+                if not self.recommendations
                 else {
                     "knobs": [t.knob.id for t in self.recommendations],
                     "comparison": _comparison(combined),
+                    "not_measured": self.search.combined_not_measured,
                     "diff": self.combined_diff(),
                 },
                 "trials": [self._trial_dict(t) for t in self.trials],

@@ -30,6 +30,8 @@
    not add up, so accepting one reopens the others of its phase, once each.
 4. **Confirmation.** With two or more accepted knobs, the final combination is
    measured against the original baseline: that is the gain the report promises.
+   It runs only if its first look fits what is left of the budget; otherwise
+   the report says the combination was not measured, and why.
 
 Otherwise a knob whose "slower" or "no significant difference" verdict was
 settled (its interval excluded a useful gain) is not retried; memory knobs
@@ -113,14 +115,25 @@ class SearchResult:
     accepted: list[Trial]
     confirmation: SessionResult | None
     elapsed_s: float
-    notes: list[str] = field(default_factory=list)
 
     @property
     def combined(self) -> Comparison | None:
-        """The accepted knobs together against the original baseline."""
+        """The accepted knobs together against the original baseline, when measured."""
         if self.confirmation is not None:
             return next(iter(self.confirmation.arms.values())).comparison
-        return self.accepted[0].comparison if self.accepted else None
+        return self.accepted[0].comparison if len(self.accepted) == 1 else None
+
+    @property
+    def combined_not_measured(self) -> str | None:
+        """Why two or more accepted knobs were not timed together against the baseline."""
+        if len(self.accepted) < 2 or self.combined is not None:
+            return None
+        if self.confirmation is None:
+            return "no confirmation session ran"
+        combined = next(iter(self.confirmation.arms.values()))
+        if combined.error is not None:
+            return f"the combination broke the step: {combined.error}"
+        return self.confirmation.stop_reason
 
 
 @dataclass(frozen=True)
@@ -629,11 +642,18 @@ class Search:
             settle = settle._replace(steps=max(1, settle.steps))
             confirmation = self.runner(
                 *_arms(self.workload, [("baseline", base), ("combined", combined)], settle),
-                _session_config(
-                    self.config.session,
-                    budget_s=max(self.remaining(), 1.0),
-                    seed=self.config.seed + 99,
-                    settle=settle,
+                dataclasses.replace(
+                    _session_config(
+                        self.config.session,
+                        budget_s=self.remaining(),
+                        seed=self.config.seed + 99,
+                        settle=settle,
+                    ),
+                    # Optional evidence: the budget is the user's promise, and a
+                    # session's first look otherwise always runs (11 rounds).
+                    first_look_must_fit=True,
                 ),
             )
+            if confirmation.rounds == 0:
+                self.notify(f"  not confirmed: {confirmation.stop_reason}")
         return SearchResult(stages, accepted, confirmation, self.clock() - self.start)

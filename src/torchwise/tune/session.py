@@ -31,7 +31,8 @@ same time:
    speedup and a large slowdown. The
    session ends when every arm is settled, after ``max_rounds``, or when the
    next round would overrun the budget (the first look's rounds are always
-   completed, so every arm gets a verdict).
+   completed, so every arm gets a verdict; a session with
+   ``first_look_must_fit`` runs none when they would overrun it).
 
 The clock is injected: tests drive sessions with a fake clock and synthetic arms,
 so no test verdict depends on wall time.
@@ -118,6 +119,11 @@ class SessionConfig:
     #: the rounds needed go as the square of the normal quantile, 1.64 against
     #: 3.24. At 90%: 13-39 rounds in three runs.
     futility_confidence: float = 0.90
+    #: start no round unless the first look's rounds fit the budget, as estimated
+    #: after the warm-up; the session then ends with no verdicts. For a session
+    #: that is optional (tune's confirmation of a combination), not for one whose
+    #: arms must each get a verdict
+    first_look_must_fit: bool = False
     seed: int = 0
 
 
@@ -278,7 +284,7 @@ def run_session(
         active.append(arm)
 
     _pair_lengths(base_result, [results[a.name] for a in active])
-    rounds, stop_reason = 0, "every arm settled"
+    rounds, stop_reason = 0, "every arm settled" if active else "no arm to compare"
     first_look = first_round(config)
     looks = look_schedule(first_look, config.max_rounds)
     round_cost = _round_cost(base_result, [results[a.name] for a in active])
@@ -286,6 +292,13 @@ def run_session(
     # keep their order.
     alternate = any(a.process_state is not None for a in [baseline, *active])
     previous: Hashable | None = None  # the state of the last sample; None: unknown
+    first_look_s = first_look * round_cost
+    if active and config.first_look_must_fit and clock() - start + first_look_s > config.budget_s:
+        stop_reason = (
+            f"its first look ({first_look} rounds, about {first_look_s:.1f} s) "
+            f"would overrun the time budget of {config.budget_s:g} s"
+        )
+        active = []
     while active:
         elapsed = clock() - start
         if rounds >= config.max_rounds:
@@ -339,9 +352,6 @@ def run_session(
             active = [a for a in active if not _settled(results[a.name], config)]
         if on_round is not None:
             on_round(rounds)
-    else:
-        if rounds == 0:
-            stop_reason = "no arm to compare"
 
     for result in results.values():
         if result.error is None and result.samples:
