@@ -117,13 +117,13 @@ def test_a_combination_the_budget_left_unmeasured_is_reported_so(cnn_report: Tun
         dataclasses.replace(t, accepted=True) for t in cnn_report.trials if t.comparison is not None
     ][:2]
     assert len(measured) == 2
-    why = "its first look (11 rounds, about 4.2 s) would overrun the time budget of 0.5 s"
+    why = "its first look would take about 4.2 s (11 rounds), more than the 0.5 s of budget it had"
     unrun = SessionResult(
         ArmResult("baseline"), {"combined": ArmResult("combined")}, 0, 0.1, why, QUICK
     )
     search = dataclasses.replace(cnn_report.search, accepted=measured, confirmation=unrun)
     report = dataclasses.replace(cnn_report, search=search)
-    expected = f"All together: not measured against the baseline ({why})"
+    expected = f"All together: not measured against the baseline: {why}. Each gain above"
     assert expected in report.render("text")
     assert expected in report.render("markdown")
     assert "not measured against the baseline" in report.render("html")

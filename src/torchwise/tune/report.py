@@ -245,8 +245,8 @@ class TuneReport:
         if combined is not None:
             return f"{fmt_gain(combined)} against the baseline ({combined.rounds} rounds)"
         return (
-            f"not measured against the baseline ({self.search.combined_not_measured}); "
-            "each gain above was measured on top of the ones before it"
+            f"not measured against the baseline: {self.search.combined_not_measured}. "
+            "Each gain above was measured on top of the ones before it"
         )
 
     def combined_diff(self) -> str:

@@ -295,8 +295,8 @@ def run_session(
     first_look_s = first_look * round_cost
     if active and config.first_look_must_fit and clock() - start + first_look_s > config.budget_s:
         stop_reason = (
-            f"its first look ({first_look} rounds, about {first_look_s:.1f} s) "
-            f"would overrun the time budget of {config.budget_s:g} s"
+            f"its first look would take about {first_look_s:.1f} s ({first_look} rounds), "
+            f"more than the {config.budget_s:.1f} s of budget it had"
         )
         active = []
     while active:
