@@ -606,3 +606,56 @@ def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workl
     assert share_of_first_stage(["threads-1"]) == 0.6
     knobs, _ = available_knobs(cpu_facts(cnn_workload), only=six)
     assert _stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15
+
+
+def contended_time(settings: StepSettings) -> float:
+    """A step whose loader workers compete with its two threads for the cores.
+
+    5 ms of compute on two threads, 5.5 ms on one; with 0 workers the step also
+    waits 20 ms for its batch. Four workers hide the wait but take cores from
+    the step's threads: two threads then need 8 ms, one still 5.5 ms.
+    """
+    workers = settings.loader.num_workers if settings.loader is not None else 0
+    if settings.threads == 1:
+        compute = 0.0055
+    else:
+        compute = 0.008 if workers else 0.005
+    return compute + (0.0 if workers else 0.020)
+
+
+def test_the_thread_count_is_measured_again_once_loader_workers_compete_for_the_cores(
+    cnn_workload: Workload,
+) -> None:
+    clock = FakeClock()
+    run, _ = diluted_runner(clock, contended_time, jitter=0.02)
+    threads, _ = available_knobs(cpu_facts(cnn_workload), only=["threads-1"])
+    knobs = [*threads, loader_knob(FOUR, USER)]
+    result = Search(cnn_workload, knobs, SearchConfig(budget_s=60.0), runner=run, clock=clock).run()
+    first = result.stages[0].trials[0]
+    # Alone, one thread is 2% slower: no reason to take it.
+    assert first.knob.id == "threads-1" and not first.accepted
+    assert result.stages[1].trials[0].accepted  # the loader
+    # On top of the loader, alone again (it changes every other knob's timing),
+    # one thread is 0.69 of two: taken, and the report says why it was measured again.
+    again = result.stages[2].trials
+    assert [t.knob.id for t in again] == ["threads-1"] and again[0].on_top_of == ("loader",)
+    assert "4 worker process(es) share the machine's" in (again[0].reopened or "")
+    assert [t.knob.id for t in result.accepted] == ["loader", "threads-1"]
+    # Once: a thread count measured on top of the loader is not reopened again.
+    assert len(result.stages) == 3
+
+
+def test_the_thread_count_is_not_measured_again_without_added_workers(
+    cnn_workload: Workload,
+) -> None:
+    def fused_saves_a_fifth(settings: StepSettings) -> float:
+        return contended_time(settings) * (0.8 if settings.optimizer_impl == "fused" else 1.0)
+
+    clock = FakeClock()
+    run, _ = diluted_runner(clock, fused_saves_a_fifth, jitter=0.02)
+    knobs, _ = available_knobs(cpu_facts(cnn_workload), only=["threads-1", "fused-optimizer"])
+    result = Search(cnn_workload, knobs, SearchConfig(budget_s=60.0), runner=run, clock=clock).run()
+    # An accepted knob that starts no process leaves the thread count's verdict standing.
+    assert [t.knob.id for t in result.accepted] == ["fused-optimizer"]
+    measured = [t.knob.id for s in result.stages for t in s.trials]
+    assert measured.count("threads-1") == 1

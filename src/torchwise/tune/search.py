@@ -27,7 +27,10 @@
    1 on the new step and stays settled unless the step shrinks as much again.
    Knobs that change the same part of the step (:attr:`Knob.phase`: the
    optimizer's update and how ``zero_grad`` leaves the gradients it reads) need
-   not add up, so accepting one reopens the others of its phase, once each.
+   not add up, so accepting one reopens the others of its phase, once each. A
+   loader knob that adds worker processes reopens the thread count, once, for a
+   stage of its own (:meth:`Search._threads_again`): the workers compete with
+   the step's threads for the cores.
 4. **Confirmation.** With two or more accepted knobs, the final combination is
    measured against the original baseline: that is the gain the report promises.
    It runs only if its first look fits what is left of the budget; otherwise
@@ -42,6 +45,7 @@ reported as trade-offs, never accepted as speedups.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -384,6 +388,15 @@ def _saving_bound(trial: Trial) -> Diluted | None:
     return Diluted(trial.knob, (1 - low) * step_s, step_s)
 
 
+def added_workers(workload: Workload, knob: Knob) -> int:
+    """Loader worker processes a knob adds to the user's loader (0 for other knobs)."""
+    loader = knob.changes.get("loader")
+    if loader is None:
+        return 0
+    user = workload.loader.user_settings.num_workers if workload.loader is not None else 0
+    return max(0, int(loader.num_workers) - user)
+
+
 def _stage_share(candidates: Sequence[Knob], pending: Sequence[Knob]) -> float:
     """The thread stage's share of the remaining budget: its knobs' share of those pending.
 
@@ -587,6 +600,30 @@ class Search:
                 )
         return reasons
 
+    def _threads_again(
+        self, measured: dict[str, Knob], best: Trial, groups: set[str]
+    ) -> dict[str, str]:
+        """The thread-count knobs to measure again on top of ``best``, and why.
+
+        A loader knob that adds worker processes gives the step's intra-op
+        threads competition for the cores: the thread count measured without
+        them no longer holds. On the 2-core development machine one thread was
+        no faster than two on the slow-loader MLP alone (0.94-1.01 in tune, 1.010
+        in a sweep), and the sweep's fastest setting, in both of its copies, was
+        one thread with the 4-worker loader (1.18x the 2-thread pick).
+        """
+        workers = added_workers(self.workload, best.knob)
+        if not workers:
+            return {}
+        return {
+            knob_id: (
+                f"measured without {best.knob.id}, whose {workers} worker process(es) "
+                f"share the machine's {os.cpu_count() or 1} cores with the step's threads"
+            )
+            for knob_id, knob in measured.items()
+            if knob.group not in groups
+        }
+
     def run(self) -> SearchResult:
         stages: list[Stage] = []
         accepted: list[Trial] = []
@@ -595,6 +632,9 @@ class Search:
         candidates = [k for k in pending if k.group in FIRST_GROUPS] or pending
         diluted: dict[str, Diluted] = {}
         reopened: dict[str, str] = {}
+        #: thread-count knobs measured and not accepted, until reopened (once)
+        threads_measured: dict[str, Knob] = {}
+        threads_next: list[Knob] = []
         stage_index = 1
         while candidates and stage_index <= self.config.max_stages:
             first_groups_only = all(k.group in FIRST_GROUPS for k in candidates)
@@ -603,6 +643,9 @@ class Search:
             stages.append(stage)
             for trial in stage.trials:
                 trial.reopened = reopened.pop(trial.knob.id, None)
+                measured = trial.status not in ("failed", "incorrect", "not measured")
+                if trial.knob.group in FIRST_GROUPS and trial.reopened is None and measured:
+                    threads_measured[trial.knob.id] = trial.knob
                 if _decided(trial):
                     pending.remove(trial.knob)
                     bound = _saving_bound(trial)
@@ -623,13 +666,22 @@ class Search:
                     pending.append(diluted.pop(knob_id).knob)
                     reopened[knob_id] = why
                     self.notify(f"  {knob_id} measured again: {why}")
+                for knob_id, why in self._threads_again(threads_measured, best, groups).items():
+                    knob = threads_measured.pop(knob_id)
+                    if knob not in pending:
+                        pending.append(knob)
+                    threads_next.append(knob)
+                    reopened[knob_id] = why
+                    self.notify(f"  {knob_id} measured again: {why}")
             elif not first_groups_only:
                 break
             # Next: everything still undecided, on top of what was accepted (after
             # the thread count, all the other knobs; after that, the knobs that
             # were faster or that the noise left undecided, and the settled ones
-            # whose saving the new, faster incumbent could make useful).
-            candidates = [k for k in pending if k.group not in FIRST_GROUPS]
+            # whose saving the new, faster incumbent could make useful). A thread
+            # count reopened by loader workers goes first, alone, as in stage 1.
+            candidates = threads_next or [k for k in pending if k.group not in FIRST_GROUPS]
+            threads_next = []
             stage_index += 1
         confirmation = None
         if len(accepted) >= 2:
