@@ -609,8 +609,11 @@ class Search:
         threads competition for the cores: the thread count measured without
         them no longer holds. On the 2-core development machine one thread was
         no faster than two on the slow-loader MLP alone (0.94-1.01 in tune, 1.010
-        in a sweep), and the sweep's fastest setting, in both of its copies, was
-        one thread with the 4-worker loader (1.18x the 2-thread pick).
+        in a sweep), and one sweep's fastest setting, in both of its copies, was
+        one thread with fused AdamW and the 4-worker loader (tune's pick, two
+        threads with the loader, took 1.18x its time). Not every run shows it
+        (another sweep read one thread on top of the loader at 1.008), so it is
+        measured, once, rather than assumed.
         """
         workers = added_workers(self.workload, best.knob)
         if not workers:
