@@ -62,13 +62,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from _machine import Others, regime
 from torchwise.tune import TuneReport, tune
-from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.loader import LoaderSettings, LoaderSource, load_loader
 from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, settings_for
 from torchwise.tune.stats import hodges_lehmann, median
 from torchwise.tune.step import StepSettings, TrainingStep
 from torchwise.tune.step import Workload as StepWorkload
-from tune_workloads import WORKLOADS, Workload
+from tune_workloads import WORKLOADS, Workload, step_workload
 
 OUT = Path(__file__).parent / ".out"
 
@@ -367,11 +366,7 @@ def run_workload(
             f"  tune #{repeat + 1}: {seconds:.0f} s, pick: {label(pick, user_loader)}",
             file=sys.stderr,
         )
-    model = spec.build()
-    options = TuneOptions()
-    workload, _ = build_workload(
-        model, spec.inputs(), None, None, source, options, torch.device("cpu"), spec.name
-    )
+    workload = step_workload(spec, source)
     settings = grid(conv=spec.name == "conv", loader=source is not None)
     keys = {key(s, user_loader) for s in settings}
     extra = [p for p in picks if key(p, user_loader) not in keys]

@@ -26,10 +26,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.loader import LoaderSettings, load_loader
 from torchwise.tune.step import StepSettings, TrainingStep
-from tune_workloads import WORKLOADS
+from tune_workloads import WORKLOADS, step_workload
 
 
 def steal_jiffies() -> int:
@@ -60,16 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     spec = WORKLOADS[args.workload]
     source = load_loader(spec.loader) if spec.loader else None
-    workload, _ = build_workload(
-        spec.build(),
-        spec.inputs(),
-        None,
-        None,
-        source,
-        TuneOptions(),
-        torch.device("cpu"),
-        spec.name,
-    )
+    workload = step_workload(spec, source)
     loader = LoaderSettings(args.workers, False, True, None) if args.workers else None
     default = torch.get_num_threads()
     steps = {

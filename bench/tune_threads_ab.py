@@ -44,13 +44,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _machine import HELD, IDLE, Others
-from torchwise.tune.api import TuneOptions, build_workload
 from torchwise.tune.loader import LoaderSource, load_loader
 from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, Settle, _arms, _settle
 from torchwise.tune.session import SessionConfig, paired, run_session
 from torchwise.tune.stats import hodges_lehmann, median
 from torchwise.tune.step import StepSettings, TrainingStep, Workload
-from tune_workloads import WORKLOADS
+from tune_workloads import WORKLOADS, step_workload
 
 Pairs = list[tuple[float, float]]  # (threads-1 s/step, default s/step) per round
 
@@ -140,16 +139,7 @@ def main() -> None:
     spec = WORKLOADS[args.workload]
     source: LoaderSource | None = load_loader(spec.loader) if spec.loader else None
     torch.manual_seed(0)
-    workload, _ = build_workload(
-        spec.build(),
-        spec.inputs(),
-        None,
-        None,
-        source,
-        TuneOptions(),
-        torch.device("cpu"),
-        spec.name,
-    )
+    workload = step_workload(spec, source)
     default, one = StepSettings(), StepSettings(threads=1)
     rng = random.Random(args.seed)
     designs: dict[str, Callable[[int], Pairs]] = {

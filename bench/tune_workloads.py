@@ -28,6 +28,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.loader import LoaderSource
+from torchwise.tune.step import Workload as StepWorkload
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -112,3 +116,18 @@ WORKLOADS = {
         "mlp-slow-loader", _mlp, lambda: None, loader=f"{__file__}:make_slow_loader"
     ),
 }
+
+
+def step_workload(spec: Workload, source: LoaderSource | None) -> StepWorkload:
+    """``spec`` as tune builds it on the CPU (AdamW, the loss it picks), to time steps directly."""
+    workload, _ = build_workload(
+        spec.build(),
+        spec.inputs(),
+        None,
+        None,
+        source,
+        TuneOptions(),
+        torch.device("cpu"),
+        spec.name,
+    )
+    return workload
