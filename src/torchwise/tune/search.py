@@ -103,6 +103,11 @@ class Trial:
             return "not measured"
         return self.comparison.verdict.value
 
+    @property
+    def timed(self) -> bool:
+        """Whether the knob ran and was timed: it has a verdict, of whatever kind."""
+        return self.status not in ("failed", "incorrect", "not measured")
+
 
 @dataclass
 class Stage:
@@ -177,7 +182,7 @@ def _decided(trial: Trial) -> bool:
     measured again on top of what gets accepted, and so does one left
     undecided by the noise or the budget.
     """
-    if trial.status in ("failed", "incorrect", "not measured") or trial.knob.kind != SPEED:
+    if not trial.timed or trial.knob.kind != SPEED:
         return True
     c = trial.comparison
     return c is not None and c.settled and c.verdict is not Verdict.FASTER
@@ -646,8 +651,7 @@ class Search:
             stages.append(stage)
             for trial in stage.trials:
                 trial.reopened = reopened.pop(trial.knob.id, None)
-                measured = trial.status not in ("failed", "incorrect", "not measured")
-                if trial.knob.group in FIRST_GROUPS and trial.reopened is None and measured:
+                if trial.knob.group in FIRST_GROUPS and trial.reopened is None and trial.timed:
                     threads_measured[trial.knob.id] = trial.knob
                 if _decided(trial):
                     pending.remove(trial.knob)
