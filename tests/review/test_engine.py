@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from torchwise.findings import Severity
 from torchwise.review import ReviewSettings, registry, review_source
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 
 
 class _Exploding(registry.Rule):

@@ -13,9 +13,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from torchwise.findings import Finding
 from torchwise.review import ReviewSettings, review_source
 from torchwise.review.engine import analyse_source
-from torchwise.review.findings import Finding
 from torchwise.review.praise import collect_praise
 
 EVERY_RULE = ReviewSettings(select=("ALL",))

@@ -13,7 +13,7 @@ import) before the rules run; ``review_text`` reviews an editor's buffer as if
 it were at a path; ``review_source`` reviews one string on its own.
 """
 
-from torchwise.review.findings import Applicability, Edit, Finding, Fix, Severity
+from torchwise.findings import Applicability, Edit, Finding, Fix, Severity
 from torchwise.review.registry import RuleInfo, all_rules, get_rule
 from torchwise.review.runner import (
     FileReport,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise import __version__
-from torchwise.review.findings import Finding, finding_from_dict, finding_to_dict
+from torchwise.findings import Finding, finding_from_dict, finding_to_dict
 from torchwise.review.settings import ReviewSettings
 from torchwise.review.summary import ModuleSummary
 

@@ -23,10 +23,10 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from torchwise.findings import Finding, Fix
 from torchwise.review import facts as F
 from torchwise.review.facts import Branch, Value
 from torchwise.review.files import is_test_module
-from torchwise.review.findings import Finding, Fix
 from torchwise.review.registry import Rule
 from torchwise.review.values import (
     SHADOWED,

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from torchwise.findings import Finding, Severity
 from torchwise.review import facts as F
 from torchwise.review.context import (
     Binding,
@@ -21,7 +22,6 @@ from torchwise.review.context import (
 )
 from torchwise.review.dispatch import LEAF_TYPES, fields_of, subscriptions
 from torchwise.review.facts import Value
-from torchwise.review.findings import Finding, Severity
 from torchwise.review.registry import Rule, all_rules
 from torchwise.review.suppression import file_suppressions, line_suppressions, suppressed
 from torchwise.review.tracking import Tracker, builds_model

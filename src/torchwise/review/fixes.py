@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Sequence
 
-from torchwise.review.findings import Applicability, Edit, Finding
+from torchwise.findings import Applicability, Edit, Finding
 
 MAX_ROUNDS = 10
 

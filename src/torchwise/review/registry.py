@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from torchwise.review.findings import Applicability, Severity
+from torchwise.findings import Applicability, Severity
 
 #: Rule families, by the hundreds digit of the code, in documentation order.
 FAMILIES: dict[str, str] = {

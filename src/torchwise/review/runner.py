@@ -30,11 +30,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchwise.findings import Applicability, Finding, Severity
 from torchwise.review.cache import ReviewCache
 from torchwise.review.declared import Declarations
 from torchwise.review.engine import analyse_source, parse
 from torchwise.review.files import SourceFile, discover, read_source
-from torchwise.review.findings import Applicability, Finding, Severity
 from torchwise.review.fixes import fix_source
 from torchwise.review.project import ProjectIndex, TorchRange
 from torchwise.review.settings import ReviewSettings

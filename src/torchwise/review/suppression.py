@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from torchwise.review.findings import Finding
+from torchwise.findings import Finding
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>TW\d{3}(?:[\s,]+TW\d{3})*))?", re.I)
 

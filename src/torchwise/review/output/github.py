@@ -10,7 +10,7 @@ cell's) and names the cell in the message.
 
 from __future__ import annotations
 
-from torchwise.review.findings import Finding, Severity
+from torchwise.findings import Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import get_rule
 from torchwise.review.runner import ReviewReport

@@ -10,7 +10,7 @@ import json
 from collections import Counter
 
 from torchwise import __version__
-from torchwise.review.findings import Applicability, Finding, Severity, finding_to_dict
+from torchwise.findings import Applicability, Finding, Severity, finding_to_dict
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import get_rule
 from torchwise.review.runner import ReviewReport

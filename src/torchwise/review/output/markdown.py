@@ -16,8 +16,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchwise.findings import Applicability, Finding, Severity
 from torchwise.review.files import SourceFile, read_source
-from torchwise.review.findings import Applicability, Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.output.sarif import rule_url
 from torchwise.review.praise import SIGNALS, collect_praise

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torchwise.review.findings import Finding, Severity
+from torchwise.findings import Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import FAMILIES, RuleInfo, all_rules, section
 from torchwise.review.runner import ReviewReport

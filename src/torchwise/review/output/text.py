@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchwise.review.findings import Applicability, Severity
+from torchwise.findings import Applicability, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import get_rule
 from torchwise.review.runner import ReviewReport

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Applicability, Edit, Fix
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Edit, Fix
 from torchwise.review.rules._util import (
     constant,
     keyword,

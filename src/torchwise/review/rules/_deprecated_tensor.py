@@ -14,8 +14,8 @@ import ast
 import math
 from collections.abc import Callable
 
+from torchwise.findings import Fix
 from torchwise.review.context import Context
-from torchwise.review.findings import Fix
 from torchwise.review.rules._util import (
     constant,
     keyword,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import abc
 import ast
 
+from torchwise.findings import Applicability, Fix
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Fix
 from torchwise.review.registry import Rule
 from torchwise.review.rules._util import (
     keyword,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Edit, Fix
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Edit, Fix
 
 _LOGS = {"torch.log", "math.log", "numpy.log"}
 _EXPS = {"torch.exp", "math.exp", "numpy.exp"}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability
 from torchwise.review import facts as F
 from torchwise.review.context import Context, kind_from_callee
-from torchwise.review.findings import Applicability
 from torchwise.review.rules._tensors import (
     DEVICE_DEPENDENT,
     device_text,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Edit, Fix
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Edit, Fix
 from torchwise.review.rules._util import add_keyword, has_kwargs_splat, keyword
 
 #: ``torch.<name>`` functions that allocate a new tensor and take ``device=``.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Applicability, Edit, Fix
 from torchwise.review.context import Context
 from torchwise.review.files import is_test_module
-from torchwise.review.findings import Applicability, Edit, Fix
 
 
 def keyword(call: ast.Call, name: str) -> ast.keyword | None:

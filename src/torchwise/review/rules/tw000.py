@@ -5,7 +5,7 @@ The class docstring is its user documentation (`torchwise rules TW000`).
 
 from __future__ import annotations
 
-from torchwise.review.findings import Severity
+from torchwise.findings import Severity
 from torchwise.review.registry import Rule, rule
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Severity
 from torchwise.review import effects as E
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._evaluation import (
     functions_called_after_eval,

@@ -9,9 +9,9 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from torchwise.findings import Severity
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import Effects, position
 from torchwise.review.rules._util import constant, in_test_code, keyword

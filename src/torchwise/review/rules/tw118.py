@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Severity
 from torchwise.review import facts as F
 from torchwise.review.context import Context, optimised_model
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import position
 

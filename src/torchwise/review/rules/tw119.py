@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Severity
 from torchwise.review import effects as E
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import is_optimizer_step
 from torchwise.review.rules._util import constant

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import module_method, self_attribute
 from torchwise.review.rules._tensors import (

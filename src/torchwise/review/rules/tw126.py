@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Severity
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import creates_module
 from torchwise.review.rules._tensor_ops import _grad_factory, _not_to_cpu

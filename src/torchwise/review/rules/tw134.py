@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 import itertools
 
+from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._layers import _conv_with_bias, _is_norm
 from torchwise.review.rules._modules import module_method, self_attribute

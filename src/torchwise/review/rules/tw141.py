@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 import re
 
+from torchwise.findings import Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import is_true, keyword
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Severity
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._performance import _DATALOADERS, _in_memory, trains
 from torchwise.review.rules._util import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._performance import _DATA_PARALLEL
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._util import (
     in_compat_code,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics import SOFTMAX, producer
 from torchwise.review.rules._numerics_stable import _LOG_SOFTMAX_NAMES, _logged, _unwrap

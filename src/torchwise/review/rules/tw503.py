@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.context import Context
-from torchwise.review.findings import Applicability, Fix, Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics_stable import _EXPS, _LOGS, _is_one, _single_argument
 from torchwise.review.rules._util import rename_attribute, replace

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
+from torchwise.findings import Severity
 from torchwise.review import facts as F
 from torchwise.review.context import Context
-from torchwise.review.findings import Severity
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._checkpoints import _NOT_MODULES, _SAVE, _state_dict_of
 from torchwise.review.rules._modules import is_module_class

@@ -1,4 +1,5 @@
-"""What a review produces: findings, and the fixes attached to them.
+"""Findings: the typed result that review (and every command that reports
+problems in the user's files) produces: a code at a place, with an optional fix.
 
 A fix is a sorted list of text edits plus an applicability level, as in ruff:
 only ``SAFE`` fixes apply by default; ``UNSAFE`` ones need ``--unsafe-fixes``
