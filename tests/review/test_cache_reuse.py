@@ -11,8 +11,9 @@ import pytest
 
 from torchwise.review import runner
 from torchwise.review.cache import ReviewCache
+from torchwise.review.index.records import ArgFact, ModuleSummary
+from torchwise.review.index.summary import summarize_tree
 from torchwise.review.settings import ReviewSettings
-from torchwise.review.summary import ArgFact, ModuleSummary, summarize_tree
 
 # A package with relative and absolute imports, a re-export, a star import, a
 # cycle, and a save whose kind is known only from its caller: every way a

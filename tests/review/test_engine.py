@@ -9,7 +9,7 @@ import pytest
 
 from torchwise.findings import Severity
 from torchwise.review import ReviewSettings, registry, review_source
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 
 
 class _Exploding(registry.Rule):
@@ -129,7 +129,7 @@ def test_a_rule_that_needs_text_is_not_run_on_a_file_without_it() -> None:
     """``needs_text`` is matched against the lowercased source: a file that sets
     ``LR`` still gets TW145; one that never mentions a learning rate is not
     walked for it (and has nothing it could report)."""
-    from torchwise.review.engine import _rules_for
+    from torchwise.review.engine.walk import _rules_for
 
     enabled = frozenset({"TW145", "TW414"})
     shouting = "import torch\nLR = 0.1\nopt = torch.optim.SGD(model.parameters())\n"
@@ -141,14 +141,14 @@ def test_a_rule_that_needs_text_is_not_run_on_a_file_without_it() -> None:
 def test_direct_effects_asks_only_the_predicates_a_call_can_satisfy() -> None:
     """``direct_effects`` skips the method-specific predicates for other methods;
     on every call of every fixture it says what asking all of them says."""
-    from torchwise.review.effects import PREDICATES, direct_effects
-    from torchwise.review.engine import _Pass
+    from torchwise.review.engine.effects import PREDICATES, direct_effects
+    from torchwise.review.engine.walk import Walk
 
     calls = 0
     for path in sorted((Path(__file__).parent / "fixtures").glob("TW*.py")):
         source = path.read_text()
         ctx = Context(str(path), source, None)
-        _Pass(ctx, []).run(ast.parse(source))
+        Walk(ctx, []).run(ast.parse(source))
         for call in ctx.module.calls:
             asked_all = [name for name, predicate in PREDICATES.items() if predicate(call)]
             assert direct_effects(call) == asked_all, (path.name, call.node.lineno)

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from torchwise import __version__
 from torchwise.findings import Finding, finding_from_dict, finding_to_dict
+from torchwise.review.index.records import ModuleSummary
 from torchwise.review.settings import ReviewSettings
-from torchwise.review.summary import ModuleSummary
 
 #: A record is trusted only for files last changed this long before its run.
 _RACY_NS = 2_000_000_000
@@ -43,11 +43,15 @@ _MAX_RUNS = 16
 Signature = tuple[int, int, int, int] | None
 
 
+#: What the rule pass left of one file: its findings, and its praise (signal key -> lines).
+Result = tuple[list[Finding], dict[str, list[int]]]
+
+
 @dataclass
 class Entry:
     summary: ModuleSummary
     lines: int
-    findings: dict[str, list[Finding]]  # view digest -> findings
+    results: dict[str, Result]  # view digest -> what the rules found with that view
 
 
 @dataclass
@@ -56,6 +60,7 @@ class CachedReport:
 
     path: str
     findings: list[Finding]
+    praise: dict[str, list[int]]
     lines: int
 
 
@@ -84,26 +89,23 @@ class ReviewCache:
             return Entry(
                 ModuleSummary.from_json(stored["summary"]),
                 int(stored["lines"]),
-                {
-                    key: [finding_from_dict(item) for item in items]
-                    for key, items in stored["findings"].items()
-                },
+                {key: _result(item) for key, item in stored["results"].items()},
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def put(
-        self, path: Path, summary: ModuleSummary, digest: str, lines: int, found: list[Finding]
+        self, path: Path, summary: ModuleSummary, digest: str, lines: int, result: Result
     ) -> None:
         try:
             entry = self._key(path, path.read_bytes())
             try:
                 stored = json.loads(entry.read_text(encoding="utf-8"))
-                findings = dict(list(stored["findings"].items())[-(self._MAX_VIEWS - 1) :])
+                results = dict(list(stored["results"].items())[-(self._MAX_VIEWS - 1) :])
             except (OSError, ValueError, KeyError, TypeError):
-                findings = {}
-            findings[digest] = [finding_to_dict(f) for f in found]
-            payload = {"summary": summary.to_json(), "lines": lines, "findings": findings}
+                results = {}
+            results[digest] = _stored(result)
+            payload = {"summary": summary.to_json(), "lines": lines, "results": results}
             self._write(entry, payload)
         except OSError:
             pass  # a read-only tree still gets reviewed, just not cached
@@ -134,9 +136,7 @@ class ReviewCache:
                 if (None if now is None else list(now)) != signature:
                     return None
             return [
-                CachedReport(
-                    path, [finding_from_dict(item) for item in report["findings"]], report["lines"]
-                )
+                CachedReport(path, *_result(report), report["lines"])
                 for path, report in zip(paths, stored["reports"], strict=True)
             ]
         except (OSError, ValueError, KeyError, TypeError):
@@ -145,7 +145,7 @@ class ReviewCache:
     def record_run(
         self,
         paths: Sequence[str],
-        reports: Iterable[tuple[list[Finding], int]],
+        reports: Iterable[tuple[Result, int]],
         looked_at: Iterable[str],
         started_ns: int,
     ) -> None:
@@ -159,10 +159,7 @@ class ReviewCache:
             return
         payload = {
             "looked_at": {path: None if s is None else list(s) for path, s in signatures.items()},
-            "reports": [
-                {"lines": lines, "findings": [finding_to_dict(f) for f in findings]}
-                for findings, lines in reports
-            ],
+            "reports": [{"lines": lines, **_stored(result)} for result, lines in reports],
         }
         target = self._run_key(paths)
         try:
@@ -181,6 +178,21 @@ class ReviewCache:
         ignore = self.directory.parent / ".gitignore"
         if not ignore.exists():
             ignore.write_text("# created by torchwise\n*\n", encoding="utf-8")
+
+
+def _stored(result: Result) -> dict[str, object]:
+    findings, praise = result
+    return {"findings": [finding_to_dict(f) for f in findings], "praise": praise}
+
+
+def _result(stored: dict[str, object]) -> Result:
+    findings = stored["findings"]
+    praise = stored["praise"]
+    if not isinstance(findings, list) or not isinstance(praise, dict):
+        raise TypeError("not a stored result")
+    return [finding_from_dict(item) for item in findings], {
+        str(key): [int(line) for line in lines] for key, lines in praise.items()
+    }
 
 
 def _signature(path: str) -> Signature:

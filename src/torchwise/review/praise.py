@@ -5,20 +5,19 @@ An expert's written review says what is right, not only what is wrong. The
 registered, so it never produces findings) and records good practices it can
 see: gradients zeroed, models put in eval mode, ``torch.no_grad`` around
 evaluation, ``weights_only=True`` loads, seeding, ``torch.amp``, and so on.
-Only the markdown report uses it, so a plain review never pays for it.
+It rides every review's pass (a dictionary lookup per call) and its result is
+cached with the findings, so a written review never analyses a file again.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 from dataclasses import dataclass, field
 
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.engine import _Pass
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false, is_true, keyword
 from torchwise.review.registry import Rule
-from torchwise.review.rules._util import is_false, is_true, keyword
 
 
 @dataclass(frozen=True)
@@ -190,16 +189,3 @@ def _saves_state_dict(value: ast.expr) -> bool:
     if isinstance(value, ast.Dict):
         return any(is_state_dict(item) for item in value.values)
     return is_state_dict(value)
-
-
-def collect_praise(source: str, path: str = "<string>") -> Praise:
-    """Good practices in ``source``; empty when it does not parse."""
-    try:
-        tree = ast.parse(source, filename=path)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return Praise()
-    observer = PraiseObserver()
-    # What was seen before a pathologically deep nesting still counts.
-    with contextlib.suppress(RecursionError):
-        _Pass(Context(path, source, None), [observer]).run(tree)
-    return observer.praise

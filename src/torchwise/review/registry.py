@@ -14,7 +14,7 @@ Handlers are methods named after what they subscribe to:
 - ``leave_loop(loop, ctx)``, ``leave_function(function, ctx)``,
   ``leave_class(frame, ctx)``, ``leave_module(module, ctx)``: called when the
   pass leaves a region, with the facts the engine collected inside it (see
-  :mod:`torchwise.review.facts`).
+  :mod:`torchwise.review.engine.facts`).
 
 Rules never walk the tree themselves.
 """

@@ -4,7 +4,7 @@ Two passes, each once per file:
 
 1. the index pass: every file of the run is parsed and summarised
    (:mod:`.summary`); the summaries are joined into a
-   :class:`~torchwise.review.project.ProjectIndex`, with the project files the
+   :class:`~torchwise.review.index.project.ProjectIndex`, with the project files the
    run's files import (summarised, not reviewed) and the torch version the
    project declares;
 2. the rule pass: each file is analysed with the view of the index it can see.
@@ -31,14 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchwise.findings import Applicability, Finding, Severity
+from torchwise.review.analysis import FileAnalysis, analyse_source, parse
 from torchwise.review.cache import ReviewCache
-from torchwise.review.declared import Declarations
-from torchwise.review.engine import analyse_source, parse
 from torchwise.review.files import SourceFile, discover, read_source
 from torchwise.review.fixes import fix_source
-from torchwise.review.project import ProjectIndex, TorchRange
+from torchwise.review.index.declared import Declarations
+from torchwise.review.index.models import MainModel, main_model
+from torchwise.review.index.project import ProjectIndex
+from torchwise.review.index.records import ModuleSummary, TorchRange
+from torchwise.review.index.summary import summarize_tree, unparsed
 from torchwise.review.settings import ReviewSettings
-from torchwise.review.summary import ModuleSummary, summarize_tree, unparsed
 
 CACHE_DIR_NAME = ".torchwise_cache"
 # Below this many files a process pool costs more than it saves.
@@ -61,6 +63,8 @@ class FileReport:
     original: str | None = None  # set when a fix changed the file
     fixed: str | None = None
     cached: bool = False
+    #: Good practices the file shows: signal key -> lines (see :mod:`.praise`).
+    praise: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,6 +86,12 @@ class ReviewReport:
     @property
     def fixes_applied(self) -> int:
         return sum(file.fixes_applied for file in self.files)
+
+    def main_model(self) -> MainModel | None:
+        """The model of the reviewed files a tester would start with (needs the index)."""
+        if self.index is None:
+            return None
+        return main_model(self.index, {file.path for file in self.files})
 
 
 @dataclass(frozen=True)
@@ -152,23 +162,24 @@ def review_text(
     settings = settings or ReviewSettings()
     tree = parse(text, path)
     if not isinstance(tree, ast.Module):
-        return ReviewReport([FileReport(path, [tree], text.count("\n"))])
+        analysis = analyse_source(text, path, settings)  # the syntax error, and what recovers
+        return ReviewReport([FileReport(path, analysis.findings, text.count("\n"))])
     summaries = {path: summarize_tree(tree, text, path)}
     run = _Run(settings, None, 1, None)
     summaries.update(run._extra_files(summaries))
     index = ProjectIndex(summaries.values(), _torch_ranges(summaries, Declarations()))
-    enabled = settings.enabled_for(path)
     view = index.view(path)
-    findings = analyse_source(text, path, enabled, settings, view=view, tree=tree)
-    report = FileReport(path, findings, text.count("\n"))
-    if fix is not None and any(f.fix for f in findings):
+    analysis = analyse_source(text, path, settings, view=view, tree=tree)
+    report = _report(path, analysis, text)
+    if fix is not None and any(f.fix for f in analysis.findings):
 
         def analyse(candidate: str) -> list[Finding]:
-            return analyse_source(candidate, path, enabled, settings, view=view)
+            return analyse_source(candidate, path, settings, view=view).findings
 
         fixed, count = fix_source(text, analyse, fix.minimum)
         if count and fixed != text:
-            report = FileReport(path, analyse(fixed), fixed.count("\n"), count, text, fixed)
+            again = analyse_source(fixed, path, settings, view=view)
+            report = _report(path, again, fixed, count, text)
     return ReviewReport([report], index)
 
 
@@ -179,7 +190,7 @@ def review_source(
 
     The text is its own project: classes and functions it defines are indexed."""
     settings = settings or ReviewSettings()
-    return analyse_source(source, path, settings.enabled_for(path), settings)
+    return analyse_source(source, path, settings).findings
 
 
 class _Run:
@@ -211,7 +222,10 @@ class _Run:
             answered = cache.answered_run(paths)
             if answered is not None:
                 self._advance(len(paths))
-                return [FileReport(r.path, r.findings, r.lines, cached=True) for r in answered]
+                return [
+                    FileReport(r.path, r.findings, r.lines, cached=True, praise=r.praise)
+                    for r in answered
+                ]
         started = time.time_ns()
         # Parsed trees are large, acyclic and long-lived: the cyclic garbage
         # collector would scan them again and again (it tripled the parse time on
@@ -229,7 +243,8 @@ class _Run:
                 *self._files.listed(),
                 *map(str, self._declarations.consulted()),
             ]
-            cache.record_run(paths, [(r.findings, r.lines) for r in reports], looked_at, started)
+            results = [((r.findings, r.praise), r.lines) for r in reports]
+            cache.record_run(paths, results, looked_at, started)
         return reports
 
     def _review(self, paths: list[str], fix: FixMode | None) -> list[FileReport]:
@@ -249,9 +264,11 @@ class _Run:
             # (it walks the import graph and the project's saves).
             digest = index.digest(path, self._fingerprint(path)) if self.cache is not None else ""
             entry = entries.get(path)
-            found = None if entry is None else entry.findings.get(digest)
+            found = None if entry is None else entry.results.get(digest)
             if found is not None and fix is None:
-                reports[path] = FileReport(path, found, entry.lines if entry else 0, cached=True)
+                findings, praise = found
+                lines = entry.lines if entry else 0
+                reports[path] = FileReport(path, findings, lines, cached=True, praise=praise)
                 self._advance(1)
             else:
                 todo.append((path, digest))
@@ -259,7 +276,8 @@ class _Run:
             reports[report.path] = report
             if self.cache is not None and fix is None:
                 summary = summaries[report.path]
-                self.cache.put(Path(report.path), summary, digest, report.lines, report.findings)
+                result = (report.findings, report.praise)
+                self.cache.put(Path(report.path), summary, digest, report.lines, result)
         return [reports[path] for path in paths]
 
     # -- the index pass --------------------------------------------------------
@@ -478,28 +496,49 @@ def _review_one(
         source_file = read_source(Path(path))
     except ValueError as exc:
         return FileReport(path, [_unreadable(path, str(exc))])
-    enabled = settings.enabled_for(path)
     view = index.view(path)
-    findings = analyse_source(source_file.source, path, enabled, settings, view=view, tree=tree)
-    lines = source_file.source.count("\n")
+    source = source_file.source
+    analysis = analyse_source(source, path, settings, view=view, tree=tree)
     if source_file.is_notebook:
-        return FileReport(path, _map_cells(findings, source_file), lines)
-    report = FileReport(path, findings, lines)
+        analysis.findings = _map_cells(analysis.findings, source_file)
+        return _report(path, analysis, source)
+    report = _report(path, analysis, source)
+    findings = analysis.findings
     if fix is None or not any(f.fix for f in findings) or any(f.code == "TW000" for f in findings):
         return report  # nothing to fix, or a file we never touch (it does not parse)
 
     def analyse(text: str) -> list[Finding]:
-        return analyse_source(text, path, enabled, settings, view=view)
+        return analyse_source(text, path, settings, view=view).findings
 
-    fixed, count = fix_source(source_file.source, analyse, fix.minimum)
-    if count and fixed != source_file.source:
+    fixed, count = fix_source(source, analyse, fix.minimum)
+    if count and fixed != source:
         ast.parse(fixed)  # fix_source guarantees this; never write a broken file
         if fix.write:
             Path(path).write_text(fixed, encoding="utf-8")
-        report = FileReport(
-            path, analyse(fixed), fixed.count("\n"), count, source_file.source, fixed
+        report = _report(
+            path, analyse_source(fixed, path, settings, view=view), fixed, count, source
         )
     return report
+
+
+def _report(
+    path: str,
+    analysis: FileAnalysis,
+    text: str,
+    fixes_applied: int = 0,
+    original: str | None = None,
+) -> FileReport:
+    """The report of one analysed file (``original``: the text before fixes, which
+    ``text`` then holds the result of)."""
+    return FileReport(
+        path,
+        analysis.findings,
+        text.count("\n"),
+        fixes_applied,
+        original,
+        text if original is not None else None,
+        praise=analysis.praise.lines,
+    )
 
 
 def _unreadable(path: str, reason: str) -> Finding:

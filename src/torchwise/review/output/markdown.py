@@ -20,8 +20,7 @@ from torchwise.findings import Applicability, Finding, Severity
 from torchwise.review.files import SourceFile, read_source
 from torchwise.review.output import RenderOptions
 from torchwise.review.output.sarif import rule_url
-from torchwise.review.praise import SIGNALS, collect_praise
-from torchwise.review.project import ClassModel, ProjectIndex
+from torchwise.review.praise import SIGNALS
 from torchwise.review.registry import IMPACTS, RuleInfo, get_rule, section
 from torchwise.review.runner import ReviewReport
 
@@ -226,7 +225,7 @@ def _praise(report: ReviewReport, sources: _Sources) -> list[str]:
         source = sources.get(file.path)
         if source is None:
             continue
-        for key, lines in collect_praise(source.source, file.path).lines.items():
+        for key, lines in file.praise.items():
             # Never praise a line that is also flagged.
             where[key] += [
                 _place(source, line) for line in lines if (file.path, line) not in flagged
@@ -257,7 +256,8 @@ def _testing(
         if matched:
             checks.append((matched, ids, what))
     target = (models[0][0], f" (`{models[0][1]}` in [tool.torchwise.models])") if models else None
-    target = target or _target(report)
+    found_model = report.main_model()
+    target = target or (None if found_model is None else (found_model.command, found_model.note))
     if target is None:
         if not checks:
             return [
@@ -298,110 +298,6 @@ def _testing(
             "",
         ]
     return out
-
-
-def _target(report: ReviewReport) -> tuple[str, str] | None:
-    """``file.py:Class --input 'spec'`` for the project's main model, and a note."""
-    index = report.index
-    if index is None:
-        return None
-    reviewed = {file.path for file in report.files}
-    candidates = _model_classes(index, reviewed)
-    parts = _parts(index, candidates)
-    whole = [model for model in candidates if model.id not in parts] or candidates
-    if not whole:
-        return None
-    built = _instantiations(index)
-    model = max(
-        whole, key=lambda m: (built.get(m.id, 0), m.fact.init_required == 0, len(m.fact.layers))
-    )
-    path, _, name = model.id.partition("::")
-    command = f"{_relative(path)}:{name}"
-    note = ""
-    spec = input_spec(_first_layer(index, model))
-    if spec is not None:
-        command += f" --input '{spec}'"
-    else:
-        note = " (give its input with `--input`: its first layer does not say)"
-    if model.fact.init_required:
-        note += f" ({name}() takes arguments: add `--init-kwargs` or `--build`)"
-    return command, note
-
-
-def _model_classes(index: ProjectIndex, reviewed: set[str]) -> list[ClassModel]:
-    found = []
-    for path in sorted(reviewed):
-        summary = index.summaries.get(path)
-        if summary is None:
-            continue
-        for name in summary.classes:
-            model = index.klass(f"{path}::{name}")
-            if model is not None and model.is_module and model.fact.layers:
-                found.append(model)
-    return found
-
-
-def _parts(index: ProjectIndex, models: list[ClassModel]) -> set[str]:
-    """Classes the others are built from (blocks, heads): not the model to test."""
-    found = set()
-    for model in models:
-        path = model.id.partition("::")[0]
-        for layer in model.fact.layers:
-            resolved = index.resolve(layer, path)
-            if resolved is not None and resolved != model.id:
-                found.add(resolved)
-    return found
-
-
-def _first_layer(index: ProjectIndex, model: ClassModel) -> list[str | int]:
-    """The model's first input layer; through a part of the project's own
-    (``ConvBlock(3, 32)`` whose first layer is a ``Conv2d``), with the part's arguments."""
-    first = list(model.fact.first_layer)
-    if first and not str(first[0]).startswith("torch.nn."):
-        path = model.id.partition("::")[0]
-        resolved = index.resolve(str(first[0]), path)
-        part = None if resolved is None else index.klass(resolved)
-        if part is not None and part.fact.first_layer:
-            return [part.fact.first_layer[0], *first[1:]]
-        return []
-    return first
-
-
-def _instantiations(index: ProjectIndex) -> Counter[str]:
-    """How often the project builds each class (calls to its constructor)."""
-    count: Counter[str] = Counter()
-    for path, summary in index.summaries.items():
-        for fact in summary.functions.values():
-            for call in fact.calls:
-                target = index.ref_target(call.ref, path, fact.class_name)
-                if target is not None and target.endswith(".__init__"):
-                    count[target.removesuffix(".__init__")] += 1
-    return count
-
-
-def input_spec(first_layer: list[str | int]) -> str | None:
-    """An example input for a model from its first layer: `f32[batch=8,3,32,32]`."""
-    if not first_layer:
-        return None
-    layer, numbers = str(first_layer[0]), [n for n in first_layer[1:] if isinstance(n, int)]
-    size = numbers[0] if numbers else None
-    if size is None:
-        return None
-    kind = layer.rsplit(".", 1)[-1]
-    if kind == "Conv2d":
-        side = 28 if size == 1 else 32
-        return f"f32[batch=8,{size},{side},{side}]"
-    if kind == "Conv1d":
-        return f"f32[batch=8,{size},128]"
-    if kind == "Conv3d":
-        return f"f32[batch=8,{size},8,32,32]"
-    if kind == "Linear":
-        return f"f32[batch=8,{size}]"
-    if kind == "Embedding":
-        return f"i64[batch=8,seq=32]<{size}"
-    if kind in {"LSTM", "GRU", "RNN"}:
-        return f"f32[16,batch=8,{size}]"  # (seq, batch, features): batch_first is off by default
-    return None
 
 
 def _relative(path: str) -> str:

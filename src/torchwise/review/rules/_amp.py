@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import ast
 
-from torchwise.review.context import Context
-from torchwise.review.rules._util import keyword
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 
-_CLIP = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
-
-
-_AUTOCASTS = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}
+CLIP = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 
 
-def _is_float16(call: ast.Call, ctx: Context) -> bool:
+AUTOCASTS = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}
+
+
+def is_float16(call: ast.Call, ctx: Context) -> bool:
     dtype = keyword(call, "dtype")
     if dtype is not None:
         return ctx.qualname(dtype.value) in {"torch.float16", "torch.half"}

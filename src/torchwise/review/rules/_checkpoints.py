@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import ast
 
-from torchwise.review import facts as F
+from torchwise.review.engine import facts as F
 
-_SAVE = {"torch.save"}
+SAVE = {"torch.save"}
 #: Calls whose result is a plain container of tensors, not a module.
-_NOT_MODULES = {"torch.load", "collections.OrderedDict", "copy.deepcopy"}
-_PROGRESS_KEYS = {"epoch", "step", "global_step", "iteration", "iter", "steps", "epochs"}
+NOT_MODULES = {"torch.load", "collections.OrderedDict", "copy.deepcopy"}
+PROGRESS_KEYS = {"epoch", "step", "global_step", "iteration", "iter", "steps", "epochs"}
 
 
-def _state_dict_of(expr: ast.expr) -> ast.expr | None:
+def state_dict_of(expr: ast.expr) -> ast.expr | None:
     """``model`` for ``model.state_dict()`` (also ``model.module.state_dict()``)."""
     if (
         isinstance(expr, ast.Call)
@@ -52,7 +52,7 @@ def _called_name(call: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def _trains(loop: F.LoopFacts) -> bool:
+def trains(loop: F.LoopFacts) -> bool:
     backward = any(call.method == "backward" for call in loop.calls)
     step = any(
         call.method == "step" and call.receiver_kind in {F.OPTIMIZER, F.SCALER}
@@ -61,7 +61,7 @@ def _trains(loop: F.LoopFacts) -> bool:
     return backward and step
 
 
-def _loop_header(node: ast.AST) -> ast.AST:
+def loop_header(node: ast.AST) -> ast.AST:
     """A node spanning the ``for``/``while`` keyword, not the whole loop body."""
     line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
     width = 5 if isinstance(node, ast.While) else 3

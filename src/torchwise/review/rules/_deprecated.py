@@ -10,14 +10,11 @@ import ast
 import re
 
 from torchwise.findings import Applicability, Edit, Fix
-from torchwise.review.context import Context
-from torchwise.review.rules._util import (
-    constant,
-    keyword,
-    replace,
-)
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant, keyword
+from torchwise.review.rules._util import replace
 
-_AMP_RENAMES = {
+AMP_RENAMES = {
     # old qualified name -> (new call text, extra leading argument)
     "torch.cuda.amp.autocast": ("torch.amp.autocast", '"cuda"'),
     "torch.cpu.amp.autocast": ("torch.amp.autocast", '"cpu"'),
@@ -27,7 +24,7 @@ _AMP_RENAMES = {
 }
 
 
-def _amp_fix(ctx: Context, node: ast.Call, new: str, device: str | None) -> Fix | None:
+def amp_fix(ctx: Context, node: ast.Call, new: str, device: str | None) -> Fix | None:
     # Positional arguments would shift (the new APIs take the device first), and
     # the new text must resolve: only fix keyword-only calls with `torch` imported.
     if node.args or ctx.qualname(ast.Name("torch")) != "torch":
@@ -41,7 +38,7 @@ def _amp_fix(ctx: Context, node: ast.Call, new: str, device: str | None) -> Fix 
     return Fix(f"Use `{new}`", tuple(edits), Applicability.SAFE)
 
 
-_ACTIVATION_ALIASES = {
+ACTIVATION_ALIASES = {
     "torch.nn.functional.sigmoid": "torch.sigmoid",
     "torch.nn.functional.tanh": "torch.tanh",
 }
@@ -50,10 +47,10 @@ _ACTIVATION_ALIASES = {
 _FUNCTIONAL_LOSS = re.compile(
     r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|kl_div)$"
 )
-_LEGACY_REDUCTION = ("size_average", "reduce")
+LEGACY_REDUCTION = ("size_average", "reduce")
 
 
-def _is_loss(qualname: str | None) -> bool:
+def is_loss(qualname: str | None) -> bool:
     if qualname is None:
         return False
     if _FUNCTIONAL_LOSS.match(qualname):
@@ -63,7 +60,7 @@ def _is_loss(qualname: str | None) -> bool:
     )
 
 
-def _forwarded(item: ast.keyword) -> bool:
+def forwarded(item: ast.keyword) -> bool:
     return isinstance(item.value, ast.Name) and item.value.id == item.arg
 
 
@@ -81,10 +78,10 @@ def legacy_reduction(size_average: ast.expr | None, reduce: ast.expr | None) -> 
     return "mean" if size_average_on else "sum"
 
 
-_CLIP_GRAD_NORM = {"torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm"}
+CLIP_GRAD_NORM = {"torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm"}
 
 
-_CHECKPOINTS = {
+CHECKPOINTS = {
     "torch.utils.checkpoint.checkpoint",
     "torch.utils.checkpoint.checkpoint_sequential",
 }

@@ -15,15 +15,11 @@ import math
 from collections.abc import Callable
 
 from torchwise.findings import Fix
-from torchwise.review.context import Context
-from torchwise.review.rules._util import (
-    constant,
-    keyword,
-    rename_attribute,
-    replace,
-)
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant, keyword
+from torchwise.review.rules._util import rename_attribute, replace
 
-_REMOVED = {
+REMOVED = {
     "torch.solve": "torch.linalg.solve(A, B)` (arguments swapped",
     "torch.lstsq": "torch.linalg.lstsq(A, B)` (arguments swapped",
     "torch.symeig": "torch.linalg.eigh` (or `eigvalsh`",
@@ -32,7 +28,7 @@ _REMOVED = {
 }
 
 
-def _torch_prefix(call: ast.Call, ctx: Context) -> str | None:
+def torch_prefix(call: ast.Call, ctx: Context) -> str | None:
     """``torch`` (or ``T``) when the call is ``torch.<name>(...)``: the text to reuse."""
     func = call.func
     if isinstance(func, ast.Attribute) and ctx.qualname(func.value) == "torch":
@@ -40,13 +36,13 @@ def _torch_prefix(call: ast.Call, ctx: Context) -> str | None:
     return None
 
 
-def _plain_args(call: ast.Call) -> bool:
+def plain_args(call: ast.Call) -> bool:
     return not any(isinstance(arg, ast.Starred) for arg in call.args) and not any(
         item.arg is None for item in call.keywords
     )
 
 
-_DEPRECATED = {
+DEPRECATED = {
     "torch.norm": "torch.linalg.vector_norm` or `torch.linalg.matrix_norm",
     "torch.chain_matmul": "torch.linalg.multi_dot",
     "torch.qr": "torch.linalg.qr",
@@ -150,7 +146,7 @@ def _no_fix(node: ast.Call, prefix: str, ctx: Context) -> str | None:
     return None  # the replacement changes argument order or results
 
 
-_LINALG_FIXES: dict[str, Callable[[ast.Call, str, Context], str | None]] = {
+LINALG_FIXES: dict[str, Callable[[ast.Call, str, Context], str | None]] = {
     "torch.norm": _fix_norm,
     "torch.chain_matmul": _fix_chain_matmul,
     "torch.qr": _fix_qr,
@@ -166,9 +162,9 @@ _LINALG_FIXES: dict[str, Callable[[ast.Call, str, Context], str | None]] = {
 _RANGE_KEYWORDS = {"dtype", "device", "requires_grad", "layout"}
 
 
-def _range_fix(node: ast.Call, ctx: Context) -> Fix | None:
-    prefix = _torch_prefix(node, ctx)
-    if prefix is None or not 2 <= len(node.args) <= 3 or not _plain_args(node):
+def range_fix(node: ast.Call, ctx: Context) -> Fix | None:
+    prefix = torch_prefix(node, ctx)
+    if prefix is None or not 2 <= len(node.args) <= 3 or not plain_args(node):
         return None
     if any(item.arg not in _RANGE_KEYWORDS for item in node.keywords):
         return None
@@ -202,7 +198,7 @@ _LEGACY_TYPES = {
     "ComplexFloat": "complex64",
     "ComplexDouble": "complex128",
 }
-_LEGACY_CONSTRUCTORS = {
+LEGACY_CONSTRUCTORS = {
     f"{module}.{kind}Tensor": dtype
     for kind, dtype in _LEGACY_TYPES.items()
     for module in ("torch", "torch.cuda")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.project import (
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.index.project import (
     BATCHNORM,
     DROPOUT,
     DROPOUT_INSIDE,

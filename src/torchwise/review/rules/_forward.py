@@ -16,8 +16,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.rules._modules import is_module_class, self_attribute
 from torchwise.review.rules._tensors import (
     MOVES,
@@ -147,14 +147,14 @@ def param_like(expr: ast.expr) -> bool:
     return isinstance(root, ast.Name) and root.id == "self"
 
 
-_NUMPY_BREAKERS = {"numpy"}
-_SCALARS = {"item", "tolist"}
+NUMPY_BREAKERS = {"numpy"}
+SCALARS = {"item", "tolist"}
 
 
 _MOVES_AWAY = MOVES | {"type_as", "to_device"}
 
 
-def _operands(ctx: Context, node: ast.Call) -> list[ast.expr]:
+def operands_of(ctx: Context, node: ast.Call) -> list[ast.expr]:
     """The other operands of the operator that ``node``'s value flows into,
     through subscripts and tensor methods (``torch.arange(n)[None].float() < y``)."""
     parents: list[ast.AST] = ctx.parents

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import ast
 
-from torchwise.review.context import Context
-from torchwise.review.rules._util import (
-    keyword,
-)
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 
 _CONVS = {f"torch.nn.Conv{n}d" for n in (1, 2, 3)}
 _NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {
@@ -18,7 +16,7 @@ _NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {
 }
 
 
-def _conv_with_bias(ctx: Context, expr: ast.AST) -> ast.Call | None:
+def conv_with_bias(ctx: Context, expr: ast.AST) -> ast.Call | None:
     """``expr`` when it is ``nn.ConvNd(...)`` whose bias is on (the default)."""
     if not isinstance(expr, ast.Call) or ctx.call_name(expr) not in _CONVS:
         return None
@@ -32,11 +30,11 @@ def _conv_with_bias(ctx: Context, expr: ast.AST) -> ast.Call | None:
     return expr
 
 
-def _is_norm(ctx: Context, expr: ast.AST) -> bool:
+def is_norm(ctx: Context, expr: ast.AST) -> bool:
     return isinstance(expr, ast.Call) and ctx.call_name(expr) in _NORMS
 
 
-_FUNCTIONAL_DROPOUT = {
+FUNCTIONAL_DROPOUT = {
     f"torch.nn.functional.{name}"
     for name in (
         "dropout",
@@ -49,7 +47,7 @@ _FUNCTIONAL_DROPOUT = {
 }
 
 
-_PARAMETRIZED_LAYERS = {
+PARAMETRIZED_LAYERS = {
     f"torch.nn.{name}"
     for name in (
         "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",

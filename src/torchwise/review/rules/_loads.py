@@ -14,9 +14,9 @@ from __future__ import annotations
 import ast
 import os
 
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.rules._util import keyword
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 
 WEIGHTS_ONLY_DEFAULT = (2, 6)
 #: Saved kinds that weights_only=True refuses, as the message names them.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.effects import (
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.effects import (
     PREDICATES,
     is_backward,
     is_eval,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 
 _NN_CLASS = re.compile(r"torch\.nn\.[A-Z]\w*$")
 _NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
@@ -107,7 +107,7 @@ def _stateless(ctx: Context, element: ast.expr) -> bool:
     )
 
 
-def _all_modules(ctx: Context, elements: list[ast.expr] | None) -> str | None:
+def all_modules(ctx: Context, elements: list[ast.expr] | None) -> str | None:
     """ "submodule"/"parameter" when every element creates one of those (and
     not all of them are stateless)."""
     kinds = {creates_module(ctx, element) for element in elements or ()}
@@ -116,7 +116,7 @@ def _all_modules(ctx: Context, elements: list[ast.expr] | None) -> str | None:
     return kinds.pop() if len(kinds) == 1 and None not in kinds else None
 
 
-def _container_elements(value: ast.expr) -> list[ast.expr] | None:
+def container_elements(value: ast.expr) -> list[ast.expr] | None:
     if isinstance(value, (ast.List, ast.Tuple)):
         return list(value.elts)
     if isinstance(value, ast.Dict):
@@ -132,7 +132,7 @@ def _container_elements(value: ast.expr) -> list[ast.expr] | None:
     return None
 
 
-def _trivial(body: list[ast.stmt]) -> bool:
+def trivial(body: list[ast.stmt]) -> bool:
     """A body that does nothing but document, pass or raise."""
     for statement in body:
         if isinstance(statement, (ast.Pass, ast.Raise)):

@@ -14,14 +14,11 @@ import abc
 import ast
 
 from torchwise.findings import Applicability, Fix
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule
-from torchwise.review.rules._util import (
-    keyword,
-    rename_attribute,
-    replace,
-)
+from torchwise.review.rules._util import rename_attribute, replace
 
 SOFTMAX, SIGMOID = "softmax", "sigmoid"
 _PRODUCERS = {
@@ -199,7 +196,7 @@ def loss_input(call: ast.Call) -> ast.expr | None:
     return None if item is None else item.value
 
 
-class _LossInputRule(Rule, abc.ABC):
+class LossInputRule(Rule, abc.ABC):
     """Shared handlers: track assignments, then check each loss call's input."""
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
@@ -267,7 +264,7 @@ def _line_marker(ctx: Context, line: int) -> ast.AST:
     return ast.Pass(lineno=line, col_offset=start, end_lineno=line, end_col_offset=end)
 
 
-def _bce_fix(call: ast.Call, ctx: Context) -> Fix | None:
+def bce_fix(call: ast.Call, ctx: Context) -> Fix | None:
     func, sigmoid = call.func, loss_input(call)
     if not (
         isinstance(func, ast.Attribute)
@@ -301,7 +298,7 @@ def _sigmoid_argument(sigmoid: ast.Call, ctx: Context) -> ast.expr | None:
     return None
 
 
-_SOFTMAX_FAMILY = {
+SOFTMAX_FAMILY = {
     "torch.nn.functional.softmax": 1,
     "torch.nn.functional.log_softmax": 1,
     "torch.nn.functional.softmin": 1,

@@ -11,30 +11,30 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 
-_LOGS = {"torch.log", "math.log", "numpy.log"}
-_EXPS = {"torch.exp", "math.exp", "numpy.exp"}
-_LOG_SOFTMAX_NAMES = {"softmax": "log_softmax", "Softmax": "LogSoftmax"}
+LOGS = {"torch.log", "math.log", "numpy.log"}
+EXPS = {"torch.exp", "math.exp", "numpy.exp"}
+LOG_SOFTMAX_NAMES = {"softmax": "log_softmax", "Softmax": "LogSoftmax"}
 
 
-def _single_argument(call: ast.Call) -> ast.expr | None:
+def single_argument(call: ast.Call) -> ast.expr | None:
     if len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred):
         return call.args[0]
     return None
 
 
-def _logged(node: ast.Call, ctx: Context) -> ast.expr | None:
+def logged_argument(node: ast.Call, ctx: Context) -> ast.expr | None:
     """``x`` of ``torch.log(x)`` or ``x.log()``."""
     if ctx.call_name(node) == "torch.log":
-        return _single_argument(node)
+        return single_argument(node)
     func = node.func
     if not isinstance(func, ast.Attribute) or func.attr != "log" or node.args or node.keywords:
         return None
     return func.value if isinstance(func.value, ast.Call) else None
 
 
-def _unwrap(ctx: Context, outer: ast.Call, inner: ast.Call, rename: Edit, title: str) -> Fix:
+def unwrap(ctx: Context, outer: ast.Call, inner: ast.Call, rename: Edit, title: str) -> Fix:
     """Replace ``outer`` by ``inner`` with one name changed (``rename``)."""
     outer_start, outer_end = ctx.span(outer)
     inner_start, inner_end = ctx.span(inner)
@@ -42,7 +42,7 @@ def _unwrap(ctx: Context, outer: ast.Call, inner: ast.Call, rename: Edit, title:
     return Fix(title, edits, Applicability.SAFE)
 
 
-def _is_one(node: ast.expr) -> bool:
+def is_one(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Constant)
         and type(node.value) in (int, float)
@@ -50,10 +50,12 @@ def _is_one(node: ast.expr) -> bool:
     )
 
 
-_NORMS = {"torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.std"}
+NORMS = {"torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.std"}
 
 
-def _statistic(expr: ast.expr, ctx: Context, methods: set[str], functions: set[str]) -> str | None:
+def statistic_of(
+    expr: ast.expr, ctx: Context, methods: set[str], functions: set[str]
+) -> str | None:
     """``norm``/``std``/``var`` when ``expr`` is a direct call of one, else None."""
     if not isinstance(expr, ast.Call):
         return None

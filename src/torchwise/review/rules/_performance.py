@@ -11,17 +11,15 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability
-from torchwise.review import facts as F
-from torchwise.review.context import Context, kind_from_callee
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context, kind_from_callee
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.rules._tensors import (
     DEVICE_DEPENDENT,
     device_text,
 )
-from torchwise.review.rules._util import (
-    keyword,
-)
 
-_DATALOADERS = {"torch.utils.data.DataLoader"}
+DATALOADERS = {"torch.utils.data.DataLoader"}
 _SYNTHETIC = ("random", "synthetic", "fake", "dummy")
 _IN_MEMORY = {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
 
@@ -38,7 +36,7 @@ def trains(calls: list[F.CallEvent]) -> bool:
     return False
 
 
-def _guarded(ctx: Context) -> bool:
+def guarded(ctx: Context) -> bool:
     """The current node sits under an ``if`` inside the innermost loop."""
     for parent in reversed(ctx.parents):
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
@@ -48,7 +46,7 @@ def _guarded(ctx: Context) -> bool:
     return False
 
 
-def _in_memory(ctx: Context, dataset: ast.expr) -> bool:
+def in_memory(ctx: Context, dataset: ast.expr) -> bool:
     """A ``TensorDataset`` or a synthetic one (``RandomDataset(...)``,
     ``self.fake_train``): batches are slices of memory, workers would not help."""
     if isinstance(dataset, ast.Call):
@@ -59,13 +57,13 @@ def _in_memory(ctx: Context, dataset: ast.expr) -> bool:
     return any(word in name for word in _SYNTHETIC)
 
 
-_SYNCS = {"item", "cpu", "numpy", "tolist"}
+SYNCS = {"item", "cpu", "numpy", "tolist"}
 
 
-_DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
+DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
 
 
-def _cuda_guarded(ctx: Context) -> bool:
+def cuda_guarded(ctx: Context) -> bool:
     """Inside ``if torch.cuda.is_available():`` or ``... if cuda_ok else ...``."""
     for parent in ctx.parents:
         if isinstance(parent, (ast.If, ast.IfExp)) and "cuda" in ctx.text(parent.test):
@@ -73,7 +71,7 @@ def _cuda_guarded(ctx: Context) -> bool:
     return False
 
 
-def _moved_to(ctx: Context, move: ast.Call) -> str | None:
+def moved_to(ctx: Context, move: ast.Call) -> str | None:
     """The device a ``.to(...)``/``.cuda()`` call clearly moves to, else None."""
     func = move.func
     if not isinstance(func, ast.Attribute):
@@ -87,7 +85,7 @@ def _moved_to(ctx: Context, move: ast.Call) -> str | None:
     return None if first is None else device_text(ctx, first)
 
 
-def _applicability(name: str, node: ast.Call) -> Applicability:
+def applicability(name: str, node: ast.Call) -> Applicability:
     if name in DEVICE_DEPENDENT:
         return Applicability.UNSAFE
     if name == "arange" and any(

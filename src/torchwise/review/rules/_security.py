@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import ast
 
-from torchwise.review.rules._util import (
-    keyword,
-)
+from torchwise.review.engine.syntax import keyword
 
 # Loaders that take `weights_only`, and its position when passed positionally.
-_TORCH_LOADERS = {
+TORCH_LOADERS = {
     "torch.load": None,  # keyword-only
     "torch.serialization.load": None,
     "torch.hub.load_state_dict_from_url": 6,
 }
-_RETRY_ERRORS = frozenset({"TypeError"})
+RETRY_ERRORS = frozenset({"TypeError"})
 # weights_only became the default in torch 2.6.
-_WEIGHTS_ONLY_DEFAULT = (2, 6)
+WEIGHTS_ONLY_DEFAULT = (2, 6)
 
 
-def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
+def argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
     """The value passed for parameter ``name`` (by keyword or at ``position``)."""
     item = keyword(call, name)
     if item is not None:
@@ -34,15 +32,15 @@ def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | Non
     return None
 
 
-def _has_starred(call: ast.Call) -> bool:
+def has_starred(call: ast.Call) -> bool:
     return any(isinstance(arg, ast.Starred) for arg in call.args)
 
 
-_HUB_CALLS = {"torch.hub.load", "torch.hub.list", "torch.hub.help"}
+HUB_CALLS = {"torch.hub.load", "torch.hub.list", "torch.hub.help"}
 
 
 # Deserialisers that read a file (or file object) and run pickle on it.
-_FILE_UNPICKLERS = {
+FILE_UNPICKLERS = {
     "pickle.load",
     "pickle.Unpickler",
     "_pickle.load",
@@ -54,7 +52,7 @@ _FILE_UNPICKLERS = {
     "pandas.read_pickle",
 }
 # The same from bytes already in memory.
-_BYTES_UNPICKLERS = {
+BYTES_UNPICKLERS = {
     "pickle.loads",
     "_pickle.loads",
     "cPickle.loads",
@@ -63,8 +61,8 @@ _BYTES_UNPICKLERS = {
 }
 
 
-_YAML_LOADS = {"yaml.load": 1, "yaml.load_all": 1}
-_YAML_UNSAFE_CALLS = {"yaml.unsafe_load", "yaml.unsafe_load_all"}
-_YAML_UNSAFE_LOADERS = {"yaml.Loader", "yaml.UnsafeLoader", "yaml.CLoader", "yaml.CUnsafeLoader"}
-for _name in list(_YAML_UNSAFE_LOADERS):
-    _YAML_UNSAFE_LOADERS.add(_name.replace("yaml.", "yaml.loader.", 1))
+YAML_LOADS = {"yaml.load": 1, "yaml.load_all": 1}
+YAML_UNSAFE_CALLS = {"yaml.unsafe_load", "yaml.unsafe_load_all"}
+YAML_UNSAFE_LOADERS = {"yaml.Loader", "yaml.UnsafeLoader", "yaml.CLoader", "yaml.CUnsafeLoader"}
+for _name in list(YAML_UNSAFE_LOADERS):
+    YAML_UNSAFE_LOADERS.add(_name.replace("yaml.", "yaml.loader.", 1))

@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import ast
 
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.rules._tensors import (
     factory,
 )
-from torchwise.review.rules._util import (
-    is_true,
-    keyword,
-)
 
 
-def _grad_factory(ctx: Context, call: ast.Call) -> bool:
+def grad_factory(ctx: Context, call: ast.Call) -> bool:
     return factory(ctx, call) is not None and is_true(
         getattr(keyword(call, "requires_grad"), "value", None)
     )
 
 
-def _not_to_cpu(move: ast.Call) -> bool:
+def not_to_cpu(move: ast.Call) -> bool:
     """``.to("cpu")``/``.cpu()`` on a CPU tensor returns the tensor itself."""
     assert isinstance(move.func, ast.Attribute)
     if move.func.attr == "cpu":
@@ -39,7 +36,7 @@ def _int(node: ast.expr) -> int | None:
     return None
 
 
-def _permutation(expr: ast.expr) -> list[int] | None:
+def permutation_of(expr: ast.expr) -> list[int] | None:
     """``[0, 2, 1, 3]`` for ``x.permute(0, 2, 1, 3)`` (literal dims), else None."""
     if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
         return None
@@ -62,7 +59,7 @@ def _factors(node: ast.expr) -> int:
     return 1
 
 
-def _view_fails(perm: list[int], args: list[ast.expr]) -> bool:
+def view_fails(perm: list[int], args: list[ast.expr]) -> bool:
     """Whether ``view(*args)`` must merge dimensions the permutation moved apart.
 
     Splitting a dimension works on any strides; merging needs the merged
@@ -97,7 +94,7 @@ def _view_fails(perm: list[int], args: list[ast.expr]) -> bool:
     return False
 
 
-def _writes_data(statement: ast.Assign) -> bool:
+def writes_data(statement: ast.Assign) -> bool:
     for target in statement.targets:
         while isinstance(target, ast.Subscript):
             target = target.value
@@ -106,10 +103,10 @@ def _writes_data(statement: ast.Assign) -> bool:
     return False
 
 
-_PARAMETER_ITERATORS = {"parameters", "named_parameters"}
+PARAMETER_ITERATORS = {"parameters", "named_parameters"}
 
 
-def _weight_or_grad(expr: ast.expr) -> bool:
+def weight_or_grad(expr: ast.expr) -> bool:
     """``m.weight``, ``layer.bias``, ``p.grad``, ``self.in_proj_weight``."""
     if not isinstance(expr, ast.Attribute):
         return False

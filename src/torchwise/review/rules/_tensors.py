@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix
-from torchwise.review.context import Context
-from torchwise.review.rules._util import add_keyword, has_kwargs_splat, keyword
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, keyword
+from torchwise.review.rules._util import add_keyword
 
 #: ``torch.<name>`` functions that allocate a new tensor and take ``device=``.
 FACTORIES = frozenset(

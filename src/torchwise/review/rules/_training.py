@@ -6,15 +6,15 @@ They reason about the loop (or function) that calls ``backward()`` and
 
 from __future__ import annotations
 
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 
 
-def _loop_calls(loops: list[F.LoopFacts]) -> set[F.CallEvent]:
+def loop_calls(loops: list[F.LoopFacts]) -> set[F.CallEvent]:
     return {call for loop in loops for call in loop.calls}
 
 
-def _same_optimizer(zero: F.CallEvent, step: F.CallEvent) -> bool:
+def same_optimizer(zero: F.CallEvent, step: F.CallEvent) -> bool:
     if zero.receiver_kind == F.MODULE or zero.receiver is None or step.receiver is None:
         return True
     if step.receiver_kind == F.SCALER:  # scaler.step(optimizer)
@@ -23,4 +23,4 @@ def _same_optimizer(zero: F.CallEvent, step: F.CallEvent) -> bool:
     return zero.receiver == step.receiver
 
 
-_NO_OP_METHODS = {"eval", "train", "zero_grad", "backward", "step"}
+NO_OP_METHODS = {"eval", "train", "zero_grad", "backward", "step"}

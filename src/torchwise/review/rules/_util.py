@@ -6,42 +6,9 @@ import ast
 import re
 
 from torchwise.findings import Applicability, Edit, Fix
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword, last_name
 from torchwise.review.files import is_test_module
-
-
-def keyword(call: ast.Call, name: str) -> ast.keyword | None:
-    for item in call.keywords:
-        if item.arg == name:
-            return item
-    return None
-
-
-def has_kwargs_splat(call: ast.Call) -> bool:
-    """``f(**options)`` may pass anything: rules about missing keywords stay quiet."""
-    return any(item.arg is None for item in call.keywords)
-
-
-def constant(node: ast.AST | None) -> object:
-    """The value of a literal (``True``, ``0.5``, ``"x"``), else a sentinel."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    return _NOT_CONSTANT
-
-
-_NOT_CONSTANT = object()
-
-
-def is_true(node: ast.AST | None) -> bool:
-    return constant(node) is True
-
-
-def is_false(node: ast.AST | None) -> bool:
-    return constant(node) is False
-
-
-def last_name(qualname: str | None) -> str:
-    return "" if qualname is None else qualname.rsplit(".", 1)[-1]
 
 
 def replace(ctx: Context, node: ast.AST, text: str) -> Edit:

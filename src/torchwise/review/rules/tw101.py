@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     Effects,
@@ -19,7 +19,7 @@ from torchwise.review.rules._loops import (
     local_callee,
     regions,
 )
-from torchwise.review.rules._training import _loop_calls
+from torchwise.review.rules._training import loop_calls
 from torchwise.review.rules._util import in_test_code
 
 
@@ -73,7 +73,7 @@ class MissingZeroGrad(Rule):
         for function, loops in regions(module):
             calls = function.calls if function else [c for c in module.calls if c.loop_depth]
             for backward in (c for c in calls if is_tensor_backward(c)):
-                if backward.loop_depth == 0 or (function and backward not in _loop_calls(loops)):
+                if backward.loop_depth == 0 or (function and backward not in loop_calls(loops)):
                     self._check_loopless(backward, function, module, effects, ctx)
                     continue
                 step_loop = next(

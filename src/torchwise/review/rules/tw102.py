@@ -6,8 +6,8 @@ The class docstring is its user documentation (`torchwise rules TW102`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     innermost_loop,
@@ -16,7 +16,7 @@ from torchwise.review.rules._loops import (
     is_zero_grad,
     position,
 )
-from torchwise.review.rules._training import _same_optimizer
+from torchwise.review.rules._training import same_optimizer
 
 
 @rule
@@ -78,6 +78,6 @@ class ZeroGradBeforeStep(Rule):
             step = next((c for c in after if not is_zero_grad(c)), None)
             if step is None or not is_optimizer_step(step):
                 continue
-            if not _same_optimizer(zero, step):
+            if not same_optimizer(zero, step):
                 continue
             ctx.report(self, zero.node, step=f"{step.receiver or 'optimizer'}.step()")

@@ -9,9 +9,10 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._evaluation import (
     functions_called_after_eval,
@@ -26,7 +27,7 @@ from torchwise.review.rules._loops import (
     is_model_call,
     top_level_calls,
 )
-from torchwise.review.rules._util import in_test_code, is_false
+from torchwise.review.rules._util import in_test_code
 
 
 @rule
@@ -133,16 +134,13 @@ class EvaluationWithoutEval(Rule):
     def _flag_calls(self, module: F.ModuleFacts, effects: Effects, ctx: Context) -> None:
         """``run_epoch(loader, train=False)``: a function that runs the model whichever
         its flag says, and never calls `.eval()` on the `False` path."""
-        index = ctx.project.index
-        if index is None:
-            return
         for call in module.calls:
             target = call.target
             function = ctx.project.function(target)
             if target is None or function is None:
                 continue
             for flag in _false_flags(call, function):
-                path = index.path_effects(target, flag, False)
+                path = ctx.project.path_effects(target, flag, False)
                 if E.MODEL_CALL not in path or path & {E.EVAL, E.BACKWARD, E.LEARNS}:
                     continue
                 region = _region_calls(module, call)

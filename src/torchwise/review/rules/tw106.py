@@ -9,8 +9,8 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     is_backward,

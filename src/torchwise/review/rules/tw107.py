@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._training import _NO_OP_METHODS
+from torchwise.review.rules._training import NO_OP_METHODS
 
 
 @rule
@@ -51,7 +51,7 @@ class MethodNotCalled(Rule):
 
     def visit_Expr(self, node: ast.Expr, ctx: Context) -> None:
         value = node.value
-        if not (isinstance(value, ast.Attribute) and value.attr in _NO_OP_METHODS):
+        if not (isinstance(value, ast.Attribute) and value.attr in NO_OP_METHODS):
             return
         if ctx.dotted(value.value) is None and not isinstance(value.value, ast.Call):
             return

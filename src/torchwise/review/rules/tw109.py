@@ -6,10 +6,10 @@ The class docstring is its user documentation (`torchwise rules TW109`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._amp import _CLIP
+from torchwise.review.rules._amp import CLIP
 from torchwise.review.rules._loops import (
     position,
     top_level_calls,
@@ -70,7 +70,7 @@ class ClipWithoutUnscale(Rule):
         unscales = [c for c in calls if c.method == "unscale_"]
         for clip in calls:
             name = clip.method or (clip.qualname or "").rsplit(".", 1)[-1]
-            if name not in _CLIP or clip.receiver in ("accelerator", "fabric", "self"):
+            if name not in CLIP or clip.receiver in ("accelerator", "fabric", "self"):
                 continue
             # Only the paths on which the loss was scaled: `if amp: scale ... else: clip`
             # clips real gradients on the other branch.

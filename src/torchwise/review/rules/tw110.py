@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._amp import _AUTOCASTS, _is_float16
+from torchwise.review.rules._amp import AUTOCASTS, is_float16
 from torchwise.review.rules._loops import (
     is_tensor_backward,
     top_level_calls,
@@ -72,8 +72,8 @@ class Float16WithoutScaler(Rule):
 
     def visit_withitem(self, node: ast.withitem, ctx: Context) -> None:
         expr = node.context_expr
-        is_autocast = isinstance(expr, ast.Call) and ctx.call_name(expr) in _AUTOCASTS
-        if is_autocast and _is_float16(expr, ctx):  # type: ignore[arg-type]
+        is_autocast = isinstance(expr, ast.Call) and ctx.call_name(expr) in AUTOCASTS
+        if is_autocast and is_float16(expr, ctx):  # type: ignore[arg-type]
             self.autocasts.append((expr, id(ctx.function) if ctx.function else 0))
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:

@@ -6,15 +6,15 @@ The class docstring is its user documentation (`torchwise rules TW111`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false, keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     is_tensor_backward,
     regions,
     top_level_calls,
 )
-from torchwise.review.rules._util import is_false, keyword
 
 
 @rule

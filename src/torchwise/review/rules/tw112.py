@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import keyword
 
 
 @rule

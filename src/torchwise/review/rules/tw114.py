@@ -9,11 +9,11 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _loop_header as loop_header
+from torchwise.review.rules._checkpoints import loop_header as loop_header
 from torchwise.review.rules._evaluation import is_evaluation_function, model_calls
 from torchwise.review.rules._loops import (
     Effects,

@@ -10,11 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant, keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import Effects, position
-from torchwise.review.rules._util import constant, in_test_code, keyword
+from torchwise.review.rules._util import in_test_code
 
 #: Datasets that cannot be shuffled by a DataLoader (iterable, streamed, sharded).
 _ITERABLE = re.compile(r"iter|stream|shard|wds|webdataset|pipe|generator", re.I)
@@ -228,7 +229,7 @@ class UnshuffledTrainingLoader(Rule):
 
 
 def _learns(loop: F.LoopFacts) -> bool:
-    from torchwise.review.effects import learns
+    from torchwise.review.engine.effects import learns
 
     return any(learns(call) for call in loop.calls)
 

@@ -6,9 +6,9 @@ The class docstring is its user documentation (`torchwise rules TW116`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.project import BATCHNORM, TORCHVISION_BN
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.index.project import BATCHNORM, TORCHVISION_BN
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import is_eval, is_train
 

@@ -9,12 +9,12 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import is_optimizer_step
-from torchwise.review.rules._util import constant
 
 
 @rule

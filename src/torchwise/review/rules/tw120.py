@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import (
-    _all_modules,
-    _container_elements,
+    all_modules,
+    container_elements,
     module_method,
     self_attribute,
 )
@@ -86,11 +86,11 @@ class UnregisteredSubmodules(Rule):
             return
         self.pending.pop(key, None)  # `self.layers = nn.ModuleList(self.layers)`
         self.empty.pop(key, None)
-        elements = _container_elements(value)
+        elements = container_elements(value)
         if isinstance(value, (ast.List, ast.Dict)) and not elements:
             self.empty[key] = node  # filled later, perhaps with modules
             return
-        kind = _all_modules(ctx, elements)
+        kind = all_modules(ctx, elements)
         if kind is not None:
             self.pending[key] = (node, kind)
 
@@ -105,7 +105,7 @@ class UnregisteredSubmodules(Rule):
 
     def _grow(self, key: tuple[str, str], added: ast.expr, ctx: Context) -> None:
         statement = self.empty.get(key) or (self.pending[key][0] if key in self.pending else None)
-        kind = _all_modules(ctx, _container_elements(added))
+        kind = all_modules(ctx, container_elements(added))
         if statement is not None and kind is not None:
             self.pending[key] = (statement, kind)
 
@@ -126,8 +126,8 @@ class UnregisteredSubmodules(Rule):
         if statement is None:
             return
         item = node.args[-1]
-        elements = _container_elements(item) if func.attr == "extend" else [item]
-        kind = _all_modules(ctx, elements)
+        elements = container_elements(item) if func.attr == "extend" else [item]
+        kind = all_modules(ctx, elements)
         if kind is not None:
             self.pending[(cls.name, attr)] = (statement, kind)
 

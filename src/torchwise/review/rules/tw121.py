@@ -8,16 +8,13 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import module_method, self_attribute
 from torchwise.review.rules._tensors import (
     produces_tensor,
 )
-from torchwise.review.rules._util import (
-    in_test_code,
-    replace_fix,
-)
+from torchwise.review.rules._util import in_test_code, replace_fix
 
 _MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
 

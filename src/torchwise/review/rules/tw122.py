@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._modules import _trivial, header, is_module_class
+from torchwise.review.rules._modules import header, is_module_class, trivial
 from torchwise.review.rules._util import in_test_code
 
 
@@ -55,7 +55,7 @@ class MissingSuperInit(Rule):
     message = "`{cls}.__init__` never calls `super().__init__()`"
 
     def leave_function(self, function: object, ctx: Context) -> None:
-        from torchwise.review.facts import FunctionFacts
+        from torchwise.review.engine.facts import FunctionFacts
 
         assert isinstance(function, FunctionFacts)
         node = function.node
@@ -64,7 +64,7 @@ class MissingSuperInit(Rule):
         # leave_function runs after the scope is popped: we are back in the class.
         if not ctx.classes or ctx.classes[-1][0].name != function.class_name:
             return
-        if not is_module_class(ctx, ctx.classes[-1][0]) or _trivial(node.body):
+        if not is_module_class(ctx, ctx.classes[-1][0]) or trivial(node.body):
             return
         if in_test_code(ctx):
             return  # a test's stand-in that only needs attributes, on purpose

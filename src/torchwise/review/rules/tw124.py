@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import creates_module, self_attribute
 from torchwise.review.rules._util import in_test_code

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._forward import _NUMPY_BREAKERS, _SCALARS, TensorNames, param_like
+from torchwise.review.rules._forward import NUMPY_BREAKERS, SCALARS, TensorNames, param_like
 from torchwise.review.rules._tensors import (
     TENSOR_METHODS,
     factory,
@@ -75,9 +75,9 @@ class NumpyInForward(TensorNames, Rule):
             return
         if not isinstance(func, ast.Attribute) or node.args or node.keywords:
             return
-        if func.attr in _NUMPY_BREAKERS and self._attached(ctx, func.value):
+        if func.attr in NUMPY_BREAKERS and self._attached(ctx, func.value):
             ctx.report(self, node, what="`.numpy()`", where=where)
-        elif func.attr in _SCALARS and self._feeds_tensor_math(ctx, node, role):
+        elif func.attr in SCALARS and self._feeds_tensor_math(ctx, node, role):
             ctx.report(self, node, what=f"`.{func.attr}()`", where=where)
 
     def _attached(self, ctx: Context, receiver: ast.expr) -> bool:

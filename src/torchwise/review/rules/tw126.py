@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import creates_module
-from torchwise.review.rules._tensor_ops import _grad_factory, _not_to_cpu
+from torchwise.review.rules._tensor_ops import grad_factory, not_to_cpu
 from torchwise.review.rules._tensors import (
     MOVES,
     chained_method,
@@ -74,24 +74,24 @@ class RequiresGradThenMoved(Rule):
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         value, leaves = node.value, self.leaves[-1]
         names = [dotted for t in node.targets if (dotted := ctx.dotted(t)) is not None]
-        if isinstance(value, ast.Call) and _grad_factory(ctx, value):
+        if isinstance(value, ast.Call) and grad_factory(ctx, value):
             leaves.update(names)
             return
         # `w = w.to(device)`: the name now holds the non-leaf copy.
         func = value.func if isinstance(value, ast.Call) else None
         if isinstance(value, ast.Call) and isinstance(func, ast.Attribute) and func.attr in MOVES:
             moved = ctx.dotted(func.value)
-            if moved in leaves and moved in names and _not_to_cpu(value):
+            if moved in leaves and moved in names and not_to_cpu(value):
                 ctx.report(self, value, move=func.attr)
         leaves.difference_update(names)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not _grad_factory(ctx, node):
+        if not grad_factory(ctx, node):
             return
         move = chained_method(ctx, node)
         if move is None or not isinstance(move.func, ast.Attribute) or move.func.attr not in MOVES:
             return
-        if not _not_to_cpu(move):
+        if not not_to_cpu(move):
             return
         parents = ctx.parents
         wrapper = parents[-3] if len(parents) >= 3 else None

@@ -8,13 +8,13 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import rule
-from torchwise.review.rules._numerics import CE, NLL, SOFTMAX, _LossInputRule
+from torchwise.review.rules._numerics import CE, NLL, SOFTMAX, LossInputRule
 
 
 @rule
-class SoftmaxIntoCrossEntropy(_LossInputRule):
+class SoftmaxIntoCrossEntropy(LossInputRule):
     """## What it does
     Flags `CrossEntropyLoss` / `F.cross_entropy` and `NLLLoss` / `F.nll_loss`
     given the output of a softmax: directly, or through a name assigned from a

@@ -8,13 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._numerics import _SOFTMAX_FAMILY
-from torchwise.review.rules._util import (
-    has_kwargs_splat,
-    keyword,
-)
+from torchwise.review.rules._numerics import SOFTMAX_FAMILY
 
 
 @rule
@@ -55,11 +52,11 @@ class SoftmaxWithoutDim(Rule):
     impact = "maintenance"
     message = "`{callee}` without `dim`: PyTorch guesses the dimension from the input's rank"
 
-    call_names = frozenset(_SOFTMAX_FAMILY)
+    call_names = frozenset(SOFTMAX_FAMILY)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        position = _SOFTMAX_FAMILY.get(qualname or "")
+        position = SOFTMAX_FAMILY.get(qualname or "")
         if position is None or has_kwargs_splat(node):
             return
         if any(isinstance(arg, ast.Starred) for arg in node.args):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._tensor_ops import _permutation, _view_fails
+from torchwise.review.rules._tensor_ops import permutation_of, view_fails
 
 
 @rule
@@ -57,8 +57,8 @@ class ViewAfterPermute(Rule):
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr != "view" or node.keywords:
             return
-        perm = _permutation(func.value)
-        if perm is None or not _view_fails(perm, node.args):
+        perm = permutation_of(func.value)
+        if perm is None or not view_fails(perm, node.args):
             return
         end = ctx.span(func)[1]
         fix = Fix("Use `.reshape()`", (Edit(end - len("view"), end, "reshape"),))

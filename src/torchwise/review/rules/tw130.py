@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 
 

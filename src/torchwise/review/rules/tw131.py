@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._forward import TensorNames, param_like
-from torchwise.review.rules._tensor_ops import _writes_data
+from torchwise.review.rules._tensor_ops import writes_data
 
 
 @rule
@@ -68,7 +68,7 @@ class DataAttribute(TensorNames, Rule):
         parent = parents[-1] if parents else None
         if isinstance(parent, ast.Attribute) and parent.attr in {"detach", "clone", "copy_"}:
             return  # `.data.detach()`: detached on purpose
-        if any(isinstance(p, ast.Assign) and _writes_data(p) for p in parents):
+        if any(isinstance(p, ast.Assign) and writes_data(p) for p in parents):
             return  # `new.weight.data[:n] = old.weight.data`: weight surgery, not math
         where = "`forward`" if role == "forward" else "a loss function"
         ctx.report(self, node, base=ctx.text(base), where=where)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._tensor_ops import _PARAMETER_ITERATORS, _weight_or_grad
+from torchwise.review.rules._tensor_ops import PARAMETER_ITERATORS, weight_or_grad
 
 
 @rule
@@ -58,7 +58,7 @@ class LegacyDataAttribute(Rule):
         it = node.iter
         if not isinstance(it, ast.Call) or not isinstance(it.func, ast.Attribute):
             return
-        if it.func.attr not in _PARAMETER_ITERATORS:
+        if it.func.attr not in PARAMETER_ITERATORS:
             return
         target = node.target
         if isinstance(target, ast.Tuple) and len(target.elts) == 2:
@@ -71,5 +71,5 @@ class LegacyDataAttribute(Rule):
             return
         base = node.value
         parameter = isinstance(base, ast.Name) and base.id in self.parameters
-        if parameter or _weight_or_grad(base):
+        if parameter or weight_or_grad(base):
             ctx.report(self, node, base=ctx.text(base))

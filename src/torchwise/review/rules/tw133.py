@@ -8,14 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._layers import _FUNCTIONAL_DROPOUT
-from torchwise.review.rules._util import (
-    add_keyword,
-    has_kwargs_splat,
-    keyword,
-)
+from torchwise.review.rules._layers import FUNCTIONAL_DROPOUT
+from torchwise.review.rules._util import add_keyword
 
 
 @rule
@@ -62,11 +59,11 @@ class FunctionalDropoutTraining(Rule):
     message = "`{func}` without `training=self.training` stays on in eval mode"
     fix = Applicability.UNSAFE
 
-    call_names = frozenset(_FUNCTIONAL_DROPOUT)
+    call_names = frozenset(FUNCTIONAL_DROPOUT)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname not in _FUNCTIONAL_DROPOUT or not ctx.in_module_class:
+        if qualname not in FUNCTIONAL_DROPOUT or not ctx.in_module_class:
             return
         if keyword(node, "training") or has_kwargs_splat(node) or len(node.args) >= 3:
             return

@@ -9,13 +9,11 @@ import ast
 import itertools
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._layers import _conv_with_bias, _is_norm
+from torchwise.review.rules._layers import conv_with_bias, is_norm
 from torchwise.review.rules._modules import module_method, self_attribute
-from torchwise.review.rules._util import (
-    set_keyword,
-)
+from torchwise.review.rules._util import set_keyword
 
 
 @rule
@@ -70,8 +68,8 @@ class ConvBiasBeforeBatchNorm(Rule):
 
     def _sequence(self, ctx: Context, items: list[ast.expr]) -> None:
         for first, second in itertools.pairwise(items):
-            conv = _conv_with_bias(ctx, first)
-            if conv is not None and _is_norm(ctx, second):
+            conv = conv_with_bias(ctx, first)
+            if conv is not None and is_norm(ctx, second):
                 self._report(ctx, conv)
 
     def visit_List(self, node: ast.List, ctx: Context) -> None:
@@ -105,10 +103,10 @@ class ConvBiasBeforeBatchNorm(Rule):
             key = (cls.name, attr)
             self.norms.discard(key)
             self.convs.pop(key, None)
-            conv = _conv_with_bias(ctx, value)
+            conv = conv_with_bias(ctx, value)
             if conv is not None:
                 self.convs[key] = conv
-            elif _is_norm(ctx, value):
+            elif is_norm(ctx, value):
                 self.norms.add(key)
             return
         if not isinstance(target, ast.Name):

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._modules import module_method, self_attribute
-from torchwise.review.rules._util import (
-    is_false,
-)
 
 
 @rule

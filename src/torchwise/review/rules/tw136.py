@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._layers import _PARAMETRIZED_LAYERS
+from torchwise.review.rules._layers import PARAMETRIZED_LAYERS
 from torchwise.review.rules._modules import creates_module, self_attribute
 
 
@@ -61,7 +61,7 @@ class LayerCreatedInForward(Rule):
             return
         qualname = ctx.call_name(node)
         kind = creates_module(ctx, node)
-        if kind != "parameter" and qualname not in _PARAMETRIZED_LAYERS:
+        if kind != "parameter" and qualname not in PARAMETRIZED_LAYERS:
             return
         parents = ctx.parents
         if any(isinstance(parent, (ast.If, ast.IfExp, ast.Try)) for parent in parents):

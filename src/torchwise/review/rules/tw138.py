@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import ClassFrame, Context
+from torchwise.review.engine.context import ClassFrame, Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import def_line
 

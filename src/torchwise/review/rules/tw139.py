@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 
 _NORMS = {

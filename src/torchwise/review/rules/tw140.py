@@ -8,15 +8,13 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._forward import TensorNames, _operands
+from torchwise.review.rules._forward import TensorNames, operands_of
 from torchwise.review.rules._tensors import (
     factory,
     passes_device,
-)
-from torchwise.review.rules._util import (
-    keyword,
 )
 
 
@@ -76,6 +74,6 @@ class FactoryWithoutDevice(TensorNames, Rule):
                 return  # a 0-dim scalar combines with tensors on any device
         elif isinstance(data, (ast.List, ast.Tuple)) and not data.elts:
             return  # torch.rand([]): 0-dim
-        operands = _operands(ctx, node)
+        operands = operands_of(ctx, node)
         if operands and any(self.is_tensor(ctx, other, inputs=True) for other in operands):
             ctx.report(self, node, name=name)

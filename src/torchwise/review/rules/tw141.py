@@ -9,9 +9,9 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import is_true, keyword
 
 _EVALUATION = re.compile(
     r"(^|_)(val|valid|validation|eval|evaluation|test|dev)(_|$|loader|set|data)"

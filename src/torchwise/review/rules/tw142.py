@@ -6,9 +6,9 @@ The class docstring is its user documentation (`torchwise rules TW142`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import Effects, enclosing_loops, innermost_loop
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 
 _SCALAR_WRAPPERS = {"item", "sum", "mean", "detach", "cpu", "float", "data", "tolist"}

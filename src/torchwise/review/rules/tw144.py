@@ -9,8 +9,8 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 
 _SIZES = ("num_warmup_steps", "num_training_steps", "warmup_steps", "total_steps")

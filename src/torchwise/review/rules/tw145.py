@@ -9,9 +9,9 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import constant, keyword
 
 #: Names and command-line options that hold a learning rate.
 _LR_NAME = re.compile(r"^(lr|learning_rate|base_lr|init_lr)$", re.I)

@@ -8,15 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, is_true, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._performance import _DATALOADERS, _in_memory, trains
-from torchwise.review.rules._util import (
-    has_kwargs_splat,
-    is_true,
-    keyword,
-)
+from torchwise.review.rules._performance import DATALOADERS, in_memory, trains
 
 
 @rule
@@ -56,20 +52,20 @@ class DataLoaderWithoutWorkers(Rule):
     default_enabled = False
     message = "`DataLoader` without `num_workers` loads every batch in the training process"
 
-    call_names = frozenset(_DATALOADERS)
+    call_names = frozenset(DATALOADERS)
 
     def __init__(self) -> None:
         self.candidates: list[tuple[ast.Call, bool]] = []  # (call, shuffles or samples)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) not in _DATALOADERS:
+        if ctx.call_name(node) not in DATALOADERS:
             return
         if keyword(node, "num_workers") or has_kwargs_splat(node) or len(node.args) >= 6:
             return
         if any(isinstance(arg, ast.Starred) for arg in node.args):
             return
         dataset = node.args[0] if node.args else getattr(keyword(node, "dataset"), "value", None)
-        if dataset is not None and _in_memory(ctx, dataset):
+        if dataset is not None and in_memory(ctx, dataset):
             return
         shuffle = keyword(node, "shuffle")
         training = (shuffle is not None and is_true(shuffle.value)) or (

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._performance import _SYNCS, _guarded
+from torchwise.review.rules._performance import SYNCS, guarded
 
 
 @rule
@@ -61,10 +61,10 @@ class SyncInTrainingLoop(Rule):
         self.reported: set[int] = set()
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or _guarded(ctx):
+        if not ctx.loops or guarded(ctx):
             return
         func = node.func
-        sync = isinstance(func, ast.Attribute) and func.attr in _SYNCS and not node.args
+        sync = isinstance(func, ast.Attribute) and func.attr in SYNCS and not node.args
         printed = isinstance(func, ast.Name) and func.id == "print"
         if sync or (printed and any(ctx.kind_of(a) in {F.LOSS, F.OUTPUT} for a in node.args)):
             self.unguarded.add(id(node))

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._performance import _DATA_PARALLEL
+from torchwise.review.rules._performance import DATA_PARALLEL
 
 
 @rule
@@ -46,8 +46,8 @@ class DataParallel(Rule):
     default_enabled = False
     message = "`nn.DataParallel` is slower than `DistributedDataParallel`, even on one machine"
 
-    call_names = frozenset(_DATA_PARALLEL)
+    call_names = frozenset(DATA_PARALLEL)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) in _DATA_PARALLEL:
+        if ctx.call_name(node) in DATA_PARALLEL:
             ctx.report(self, node)

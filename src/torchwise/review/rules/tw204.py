@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._performance import _cuda_guarded
-from torchwise.review.rules._util import (
-    keyword,
-)
+from torchwise.review.rules._performance import cuda_guarded
 
 
 @rule
@@ -67,6 +65,6 @@ class HardCodedCuda(Rule):
             first = node.args[0] if node.args else getattr(keyword(node, "device"), "value", None)
             if not (isinstance(first, ast.Constant) and str(first.value).startswith("cuda")):
                 return
-        if _cuda_guarded(ctx):
+        if cuda_guarded(ctx):
             return
         ctx.report(self, node, call=".cuda()" if func.attr == "cuda" else '.to("cuda")')

@@ -8,13 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import (
-    is_false,
-    keyword,
-    remove_keyword,
-)
+from torchwise.review.rules._util import remove_keyword
 
 
 @rule

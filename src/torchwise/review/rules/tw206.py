@@ -8,9 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._performance import _applicability, _moved_to
+from torchwise.review.rules._performance import applicability, moved_to
 from torchwise.review.rules._tensors import (
     chained_method,
     factory,
@@ -18,11 +19,7 @@ from torchwise.review.rules._tensors import (
     move_target,
     passes_device,
 )
-from torchwise.review.rules._util import (
-    in_test_code,
-    is_true,
-    keyword,
-)
+from torchwise.review.rules._util import in_test_code
 
 
 @rule
@@ -78,7 +75,7 @@ class CreatedThenMoved(Rule):
         if keyword(node, "generator") is not None or in_test_code(ctx):
             return  # drawn on the CPU's generator on purpose (same numbers on any device); tests
         move = chained_method(ctx, node)
-        if move is None or _moved_to(ctx, move) is None:
+        if move is None or moved_to(ctx, move) is None:
             return
         function = ctx.function
         hot = bool(ctx.loops) or (
@@ -89,5 +86,5 @@ class CreatedThenMoved(Rule):
         fix = None
         device = move_target(ctx, move)
         if device is not None and not keyword(node, "pin_memory"):
-            fix = move_into_factory(ctx, node, move, device, _applicability(name, node))
+            fix = move_into_factory(ctx, node, move, device, applicability(name, node))
         ctx.report(self, node, fix=fix, name=name)

@@ -8,24 +8,19 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, is_false
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loads import refused_content
 from torchwise.review.rules._security import (
-    _RETRY_ERRORS,
-    _TORCH_LOADERS,
-    _WEIGHTS_ONLY_DEFAULT,
-    _argument,
-    _has_starred,
+    RETRY_ERRORS,
+    TORCH_LOADERS,
+    WEIGHTS_ONLY_DEFAULT,
+    argument,
+    has_starred,
 )
-from torchwise.review.rules._util import (
-    add_keyword,
-    has_kwargs_splat,
-    in_compat_code,
-    in_test_code,
-    is_false,
-)
+from torchwise.review.rules._util import add_keyword, in_compat_code, in_test_code
 from torchwise.review.settings import DEFAULT_MIN_TORCH
 
 
@@ -82,7 +77,7 @@ class TorchLoadUnsafe(Rule):
     message = "`{callee}` without `weights_only=True` can run arbitrary code from the file"
     fix = Applicability.UNSAFE
 
-    call_names = frozenset(_TORCH_LOADERS)
+    call_names = frozenset(TORCH_LOADERS)
 
     def __init__(self) -> None:
         # Loads without weights_only: judged at the end of the file, once it is
@@ -91,29 +86,29 @@ class TorchLoadUnsafe(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname not in _TORCH_LOADERS:
+        if qualname not in TORCH_LOADERS:
             return
         callee = qualname.replace("torch.serialization.load", "torch.load")
-        if in_compat_code(ctx, catching=_RETRY_ERRORS):
+        if in_compat_code(ctx, catching=RETRY_ERRORS):
             return  # `except TypeError: torch.load(f)`: the retry for torch without weights_only
         if in_test_code(ctx):
             return  # a test loads the file it has just written
-        weights_only = _argument(node, "weights_only", _TORCH_LOADERS[qualname])
+        weights_only = argument(node, "weights_only", TORCH_LOADERS[qualname])
         if weights_only is not None:
             if is_false(weights_only):
                 message = "`{callee}(weights_only=False)` unpickles the file: it can run any code"
                 ctx.report(self, node, message=message, callee=callee)
             return  # True, or a variable: the caller decided
-        if has_kwargs_splat(node) or _has_starred(node):
+        if has_kwargs_splat(node) or has_starred(node):
             return  # weights_only may be inside **kwargs
         pickle_position = 2 if callee == "torch.load" else None
-        if _argument(node, "pickle_module", pickle_position) is not None:
+        if argument(node, "pickle_module", pickle_position) is not None:
             message = (
                 "`{callee}` with a custom `pickle_module` unpickles the file: it can run any code"
             )
             ctx.report(self, node, message=message, callee=callee)
             return
-        if minimum_torch(ctx) >= _WEIGHTS_ONLY_DEFAULT:
+        if minimum_torch(ctx) >= WEIGHTS_ONLY_DEFAULT:
             return  # weights_only=True is already the default everywhere the code runs
         fix = Fix(
             "Pass `weights_only=True`",
@@ -132,7 +127,7 @@ class TorchLoadUnsafe(Rule):
 
 def minimum_torch(ctx: Context) -> tuple[int, int]:
     """The oldest torch the code must run on: configured, else declared, else the default."""
-    configured: tuple[int, int] | None = getattr(ctx.settings, "min_torch_version", None)
+    configured = None if ctx.settings is None else ctx.settings.min_torch_version
     if configured is not None:
         return configured
     declared = ctx.project.torch_range.minimum

@@ -8,13 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._security import _HUB_CALLS
-from torchwise.review.rules._util import (
-    is_true,
-    keyword,
-)
+from torchwise.review.rules._security import HUB_CALLS
 
 
 @rule
@@ -50,11 +47,11 @@ class HubTrustRepo(Rule):
     severity = Severity.WARNING
     message = "`{callee}(trust_repo=True)` runs the repository's code without asking"
 
-    call_names = frozenset(_HUB_CALLS)
+    call_names = frozenset(HUB_CALLS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname in _HUB_CALLS:
+        if qualname in HUB_CALLS:
             item = keyword(node, "trust_repo")
             if item is not None and is_true(item.value):
                 ctx.report(self, node, callee=qualname)

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._security import _argument
-from torchwise.review.rules._util import (
-    is_true,
-)
+from torchwise.review.rules._security import argument
 
 
 @rule
@@ -50,5 +48,5 @@ class NumpyAllowPickle(Rule):
     call_names = frozenset({"numpy.load"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) == "numpy.load" and is_true(_argument(node, "allow_pickle", 2)):
+        if ctx.call_name(node) == "numpy.load" and is_true(argument(node, "allow_pickle", 2)):
             ctx.report(self, node)

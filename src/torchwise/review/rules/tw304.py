@@ -8,13 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import (
-    in_test_code,
-    is_true,
-    keyword,
-)
+from torchwise.review.rules._util import in_test_code
 
 
 @rule

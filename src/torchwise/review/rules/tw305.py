@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._security import _FILE_UNPICKLERS
+from torchwise.review.rules._security import FILE_UNPICKLERS
 
 
 @rule
@@ -47,9 +47,9 @@ class PickleLoad(Rule):
     severity = Severity.WARNING
     message = "`{callee}` unpickles the file: it can run any code the file contains"
 
-    call_names = frozenset(_FILE_UNPICKLERS)
+    call_names = frozenset(FILE_UNPICKLERS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname in _FILE_UNPICKLERS:
+        if qualname in FILE_UNPICKLERS:
             ctx.report(self, node, callee=qualname)

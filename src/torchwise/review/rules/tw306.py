@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._security import _BYTES_UNPICKLERS
+from torchwise.review.rules._security import BYTES_UNPICKLERS
 
 
 @rule
@@ -46,9 +46,9 @@ class PickleLoads(Rule):
     default_enabled = False
     message = "`{callee}` runs any code the bytes contain; make sure they cannot come from outside"
 
-    call_names = frozenset(_BYTES_UNPICKLERS)
+    call_names = frozenset(BYTES_UNPICKLERS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname in _BYTES_UNPICKLERS:
+        if qualname in BYTES_UNPICKLERS:
             ctx.report(self, node, callee=qualname)

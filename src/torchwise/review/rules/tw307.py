@@ -8,19 +8,17 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._security import (
-    _YAML_LOADS,
-    _YAML_UNSAFE_CALLS,
-    _YAML_UNSAFE_LOADERS,
-    _argument,
-    _has_starred,
+    YAML_LOADS,
+    YAML_UNSAFE_CALLS,
+    YAML_UNSAFE_LOADERS,
+    argument,
+    has_starred,
 )
-from torchwise.review.rules._util import (
-    has_kwargs_splat,
-    rename_attribute,
-)
+from torchwise.review.rules._util import rename_attribute
 
 
 @rule
@@ -63,18 +61,18 @@ class YamlUnsafeLoad(Rule):
     message = "`{callee}` can construct arbitrary Python objects; use `yaml.safe_load`"
     fix = Applicability.UNSAFE
 
-    call_names = frozenset(_YAML_UNSAFE_CALLS) | frozenset(_YAML_LOADS)
+    call_names = frozenset(YAML_UNSAFE_CALLS) | frozenset(YAML_LOADS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname in _YAML_UNSAFE_CALLS:
+        if qualname in YAML_UNSAFE_CALLS:
             ctx.report(self, node, callee=qualname)
             return
-        if qualname not in _YAML_LOADS or has_kwargs_splat(node) or _has_starred(node):
+        if qualname not in YAML_LOADS or has_kwargs_splat(node) or has_starred(node):
             return
-        loader = _argument(node, "Loader", _YAML_LOADS[qualname])
+        loader = argument(node, "Loader", YAML_LOADS[qualname])
         if loader is not None:
-            if ctx.qualname(loader) in _YAML_UNSAFE_LOADERS:
+            if ctx.qualname(loader) in YAML_UNSAFE_LOADERS:
                 ctx.report(self, node, callee=f"{qualname}(Loader={ctx.text(loader)})")
             return
         fix = None

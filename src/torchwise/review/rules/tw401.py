@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated import _AMP_RENAMES, _amp_fix
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated import AMP_RENAMES, amp_fix
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -58,14 +56,14 @@ class DeprecatedAmp(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_AMP_RENAMES)
+    call_names = frozenset(AMP_RENAMES)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname not in _AMP_RENAMES:
+        if qualname not in AMP_RENAMES:
             return
-        new, device = _AMP_RENAMES[qualname]
+        new, device = AMP_RENAMES[qualname]
         shown = f"{new}({device})" if device else new
         if in_compat_code(ctx):
             return  # deliberate compatibility code for older torch
-        ctx.report(self, node, fix=_amp_fix(ctx, node, new, device), old=qualname, new=shown)
+        ctx.report(self, node, fix=amp_fix(ctx, node, new, device), old=qualname, new=shown)

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_tensor import _REMOVED
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated_tensor import REMOVED
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -49,11 +47,11 @@ class RemovedLinalgFunction(Rule):
     severity = Severity.ERROR
     message = "`{old}` was removed from PyTorch and raises when called; use `{new})"
 
-    call_names = frozenset(_REMOVED)
+    call_names = frozenset(REMOVED)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        if qualname in _REMOVED:
+        if qualname in REMOVED:
             if in_compat_code(ctx):
                 return  # deliberate compatibility code for older torch
-            ctx.report(self, node, old=qualname, new=_REMOVED[qualname])
+            ctx.report(self, node, old=qualname, new=REMOVED[qualname])

@@ -8,14 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import is_false, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import (
-    in_compat_code,
-    is_false,
-    keyword,
-    replace_fix,
-)
+from torchwise.review.rules._util import in_compat_code, replace_fix
 
 
 @rule

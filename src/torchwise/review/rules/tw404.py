@@ -8,14 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated import _ACTIVATION_ALIASES
-from torchwise.review.rules._util import (
-    in_compat_code,
-    replace_fix,
-    torch_is_imported,
-)
+from torchwise.review.rules._deprecated import ACTIVATION_ALIASES
+from torchwise.review.rules._util import in_compat_code, replace_fix, torch_is_imported
 
 
 @rule
@@ -56,11 +52,11 @@ class FunctionalActivationAlias(Rule):
     message = "`{old}` is a legacy alias; use `{new}`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_ACTIVATION_ALIASES)
+    call_names = frozenset(ACTIVATION_ALIASES)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        new = _ACTIVATION_ALIASES.get(qualname or "")
+        new = ACTIVATION_ALIASES.get(qualname or "")
         if new is None:
             return
         fix = replace_fix(ctx, node.func, new, f"Use `{new}`") if torch_is_imported(ctx) else None

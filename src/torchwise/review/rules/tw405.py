@@ -8,21 +8,16 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._deprecated import (
-    _LEGACY_REDUCTION,
-    _forwarded,
-    _is_loss,
+    LEGACY_REDUCTION,
+    forwarded,
+    is_loss,
     legacy_reduction,
 )
-from torchwise.review.rules._util import (
-    has_kwargs_splat,
-    in_compat_code,
-    keyword,
-    remove_keyword,
-    replace,
-)
+from torchwise.review.rules._util import in_compat_code, remove_keyword, replace
 
 
 @rule
@@ -69,12 +64,12 @@ class LegacyLossReduction(Rule):
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        legacy = [item for item in node.keywords if item.arg in _LEGACY_REDUCTION]
-        if not legacy or not _is_loss(ctx.call_name(node)):
+        legacy = [item for item in node.keywords if item.arg in LEGACY_REDUCTION]
+        if not legacy or not is_loss(ctx.call_name(node)):
             return
-        if all(_forwarded(item) for item in legacy):
+        if all(forwarded(item) for item in legacy):
             return  # a wrapper passing its caller's `size_average=size_average` along
-        size_average, reduce = (keyword(node, name) for name in _LEGACY_REDUCTION)
+        size_average, reduce = (keyword(node, name) for name in LEGACY_REDUCTION)
         reduction = legacy_reduction(
             size_average.value if size_average else None, reduce.value if reduce else None
         )

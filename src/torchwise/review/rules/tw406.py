@@ -8,18 +8,15 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._deprecated_tensor import (
-    _DEPRECATED,
-    _LINALG_FIXES,
-    _plain_args,
-    _torch_prefix,
+    DEPRECATED,
+    LINALG_FIXES,
+    plain_args,
+    torch_prefix,
 )
-from torchwise.review.rules._util import (
-    in_compat_code,
-    replace,
-)
+from torchwise.review.rules._util import in_compat_code, replace
 
 
 @rule
@@ -70,17 +67,17 @@ class DeprecatedLinalgFunction(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_DEPRECATED)
+    call_names = frozenset(DEPRECATED)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        new = _DEPRECATED.get(qualname)
+        new = DEPRECATED.get(qualname)
         if new is None:
             return
         fix = None
-        prefix = _torch_prefix(node, ctx)
-        if prefix is not None and _plain_args(node):
-            text = _LINALG_FIXES[qualname](node, prefix, ctx)
+        prefix = torch_prefix(node, ctx)
+        if prefix is not None and plain_args(node):
+            text = LINALG_FIXES[qualname](node, prefix, ctx)
             if text is not None:
                 fix = Fix(f"Use `{text.split('(', 1)[0]}`", (replace(ctx, node, text),))
         if in_compat_code(ctx):

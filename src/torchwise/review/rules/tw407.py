@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_tensor import _range_fix
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated_tensor import range_fix
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -64,4 +62,4 @@ class TorchRange(Rule):
             return
         if in_compat_code(ctx):
             return  # deliberate compatibility code for older torch
-        ctx.report(self, node, fix=_range_fix(node, ctx))
+        ctx.report(self, node, fix=range_fix(node, ctx))

@@ -8,12 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import (
-    in_compat_code,
-    rename_attribute,
-)
+from torchwise.review.rules._util import in_compat_code, rename_attribute
 
 
 @rule

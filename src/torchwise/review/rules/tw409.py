@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_tensor import _LEGACY_CONSTRUCTORS
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated_tensor import LEGACY_CONSTRUCTORS
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -55,11 +53,11 @@ class LegacyTensorConstructor(Rule):
     default_enabled = False
     message = "legacy constructor `{old}`; use `{new}`"
 
-    call_names = frozenset(_LEGACY_CONSTRUCTORS)
+    call_names = frozenset(LEGACY_CONSTRUCTORS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        dtype = _LEGACY_CONSTRUCTORS.get(qualname)
+        dtype = LEGACY_CONSTRUCTORS.get(qualname)
         if dtype is None:
             return
         device = ', device="cuda"' if qualname.startswith("torch.cuda.") else ""

@@ -8,13 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated import _CLIP_GRAD_NORM
-from torchwise.review.rules._util import (
-    in_compat_code,
-    rename_attribute,
-)
+from torchwise.review.rules._deprecated import CLIP_GRAD_NORM
+from torchwise.review.rules._util import in_compat_code, rename_attribute
 
 
 @rule
@@ -55,10 +52,10 @@ class ClipGradNormWithoutUnderscore(Rule):
     message = "`clip_grad_norm` is deprecated; use `clip_grad_norm_`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_CLIP_GRAD_NORM)
+    call_names = frozenset(CLIP_GRAD_NORM)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) not in _CLIP_GRAD_NORM:
+        if ctx.call_name(node) not in CLIP_GRAD_NORM:
             return
         fix = None
         if isinstance(node.func, ast.Attribute):

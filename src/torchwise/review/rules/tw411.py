@@ -8,15 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated import _CHECKPOINTS
-from torchwise.review.rules._util import (
-    add_keyword,
-    has_kwargs_splat,
-    in_compat_code,
-    keyword,
-)
+from torchwise.review.rules._deprecated import CHECKPOINTS
+from torchwise.review.rules._util import add_keyword, in_compat_code
 
 
 @rule
@@ -60,11 +56,11 @@ class CheckpointWithoutUseReentrant(Rule):
     message = "`{callee}` without `use_reentrant=` warns, and its default is going away"
     fix = Applicability.UNSAFE
 
-    call_names = frozenset(_CHECKPOINTS)
+    call_names = frozenset(CHECKPOINTS)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname not in _CHECKPOINTS or keyword(node, "use_reentrant"):
+        if qualname not in CHECKPOINTS or keyword(node, "use_reentrant"):
             return
         if has_kwargs_splat(node):
             return  # use_reentrant may be in **kwargs

@@ -8,15 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_moved import _UPSAMPLE
-from torchwise.review.rules._util import (
-    add_keyword,
-    has_kwargs_splat,
-    in_compat_code,
-    rename_attribute,
-)
+from torchwise.review.rules._deprecated_moved import UPSAMPLE
+from torchwise.review.rules._util import add_keyword, in_compat_code, rename_attribute
 
 
 @rule
@@ -59,13 +55,13 @@ class DeprecatedUpsample(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_UPSAMPLE)
+    call_names = frozenset(UPSAMPLE)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        if qualname not in _UPSAMPLE:
+        if qualname not in UPSAMPLE:
             return
-        new, extra = _UPSAMPLE[qualname]
+        new, extra = UPSAMPLE[qualname]
         fix = None
         arguments_fit = len(node.args) <= (2 if extra else 5) and not has_kwargs_splat(node)
         starred = any(isinstance(arg, ast.Starred) for arg in node.args)

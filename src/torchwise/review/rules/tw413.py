@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_moved import _WEIGHT_NORM
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated_moved import WEIGHT_NORM
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -50,11 +48,11 @@ class DeprecatedWeightNorm(Rule):
         "`weight_g`/`weight_v` become `parametrizations.weight.original0/1`)"
     )
 
-    call_names = frozenset(_WEIGHT_NORM)
+    call_names = frozenset(WEIGHT_NORM)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        if qualname in _WEIGHT_NORM:
+        if qualname in WEIGHT_NORM:
             if in_compat_code(ctx):
                 return  # deliberate compatibility code for older torch
-            ctx.report(self, node, old=qualname, new=_WEIGHT_NORM[qualname])
+            ctx.report(self, node, old=qualname, new=WEIGHT_NORM[qualname])

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_moved import _LAUNCH
-from torchwise.review.rules._util import (
-    in_compat_code,
-)
+from torchwise.review.rules._deprecated_moved import LAUNCH
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule
@@ -52,9 +50,7 @@ class DistributedLaunch(Rule):
     needs_text = ("launch",)  # in the import or the command line that names the launcher
 
     def visit_Import(self, node: ast.Import, ctx: Context) -> None:
-        if any(
-            alias.name == _LAUNCH or alias.name.startswith(_LAUNCH + ".") for alias in node.names
-        ):
+        if any(alias.name == LAUNCH or alias.name.startswith(LAUNCH + ".") for alias in node.names):
             if in_compat_code(ctx):
                 return  # deliberate compatibility code for older torch
             ctx.report(self, node)
@@ -63,7 +59,7 @@ class DistributedLaunch(Rule):
         module = node.module or ""
         if node.level:
             return
-        launcher = module == _LAUNCH or module.startswith(_LAUNCH + ".")
+        launcher = module == LAUNCH or module.startswith(LAUNCH + ".")
         from_package = module == "torch.distributed" and any(a.name == "launch" for a in node.names)
         if launcher or from_package:
             if in_compat_code(ctx):
@@ -72,10 +68,10 @@ class DistributedLaunch(Rule):
 
     def visit_Constant(self, node: ast.Constant, ctx: Context) -> None:
         value = node.value
-        if not isinstance(value, str) or _LAUNCH not in value:
+        if not isinstance(value, str) or LAUNCH not in value:
             return
         parent = ctx.parent
-        if value == _LAUNCH:
+        if value == LAUNCH:
             # an argv element or runpy.run_module's argument; not a message text
             launched = isinstance(parent, (ast.List, ast.Tuple, ast.Call))
         else:
@@ -84,6 +80,6 @@ class DistributedLaunch(Rule):
             shell = callee is not None and (
                 callee.startswith("subprocess.") or callee in {"os.system", "os.popen"}
             )
-            launched = shell and f"-m {_LAUNCH}" in value
+            launched = shell and f"-m {LAUNCH}" in value
         if launched and not in_compat_code(ctx):
             ctx.report(self, node)

@@ -8,14 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._deprecated_moved import _MOVED
-from torchwise.review.rules._util import (
-    in_compat_code,
-    replace_fix,
-    torch_is_imported,
-)
+from torchwise.review.rules._deprecated_moved import MOVED
+from torchwise.review.rules._util import in_compat_code, replace_fix, torch_is_imported
 
 
 @rule
@@ -58,7 +54,7 @@ class MovedApi(Rule):
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 
-    call_names = frozenset(_MOVED)
+    call_names = frozenset(MOVED)
 
     def __init__(self) -> None:
         # Names bound by `except ImportError: from functorch import vmap`: the
@@ -71,7 +67,7 @@ class MovedApi(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node) or ""
-        new = _MOVED.get(qualname)
+        new = MOVED.get(qualname)
         if new is None:
             return
         if isinstance(node.func, ast.Name) and node.func.id in self.fallbacks:

@@ -6,15 +6,15 @@ The class docstring is its user documentation (`torchwise rules TW416`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import has_kwargs_splat, is_false, is_true
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loads import (
     explicit_weights_only,
     refused_content,
     runs_on_weights_only_default,
 )
-from torchwise.review.rules._util import has_kwargs_splat, is_false, is_true
 
 #: Calls that let a weights_only load rebuild the classes they name.
 _ALLOWLISTS = frozenset(

@@ -8,9 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import constant, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import constant, in_compat_code, keyword
+from torchwise.review.rules._util import in_compat_code
 
 
 @rule

@@ -8,10 +8,11 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import in_compat_code, keyword, rename_attribute
+from torchwise.review.rules._util import in_compat_code, rename_attribute
 
 #: torchtext's pre-0.9 API, moved to torchtext.legacy in 0.9 and deleted in 0.12.
 _TORCHTEXT_LEGACY = frozenset(

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics import SOFTMAX, producer
-from torchwise.review.rules._numerics_stable import _LOG_SOFTMAX_NAMES, _logged, _unwrap
+from torchwise.review.rules._numerics_stable import LOG_SOFTMAX_NAMES, logged_argument, unwrap
 from torchwise.review.rules._util import rename_attribute
 
 
@@ -57,12 +57,12 @@ class LogOfSoftmax(Rule):
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        inner = _logged(node, ctx)
+        inner = logged_argument(node, ctx)
         if not isinstance(inner, ast.Call) or producer(inner, ctx) != SOFTMAX:
             return
         target = inner.func.func if isinstance(inner.func, ast.Call) else inner.func
         fix = None
-        if isinstance(target, ast.Attribute) and target.attr in _LOG_SOFTMAX_NAMES:
-            rename = rename_attribute(ctx, target, _LOG_SOFTMAX_NAMES[target.attr])
-            fix = _unwrap(ctx, node, inner, rename, "Use `log_softmax`")
+        if isinstance(target, ast.Attribute) and target.attr in LOG_SOFTMAX_NAMES:
+            rename = rename_attribute(ctx, target, LOG_SOFTMAX_NAMES[target.attr])
+            fix = unwrap(ctx, node, inner, rename, "Use `log_softmax`")
         ctx.report(self, node, fix=fix)

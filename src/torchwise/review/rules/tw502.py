@@ -8,13 +8,13 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import rule
-from torchwise.review.rules._numerics import BCE, SIGMOID, _bce_fix, _LossInputRule
+from torchwise.review.rules._numerics import BCE, SIGMOID, LossInputRule, bce_fix
 
 
 @rule
-class SigmoidIntoBCELoss(_LossInputRule):
+class SigmoidIntoBCELoss(LossInputRule):
     """## What it does
     Flags `BCELoss` / `F.binary_cross_entropy` given the output of a sigmoid:
     directly, or through a name assigned from a sigmoid earlier in the same
@@ -67,6 +67,6 @@ class SigmoidIntoBCELoss(_LossInputRule):
         if given != SIGMOID or loss != BCE:
             return
         if isinstance(call, ast.Call) and not note:
-            ctx.report(self, call, fix=_bce_fix(call, ctx))
+            ctx.report(self, call, fix=bce_fix(call, ctx))
         else:
             ctx.report(self, call, message=self.message + note)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._numerics_stable import _EXPS, _LOGS, _is_one, _single_argument
+from torchwise.review.rules._numerics_stable import EXPS, LOGS, is_one, single_argument
 from torchwise.review.rules._util import rename_attribute, replace
 
 
@@ -56,19 +56,19 @@ class LogOnePlus(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname not in _LOGS:
+        if qualname not in LOGS:
             return
-        argument = _single_argument(node)
+        argument = single_argument(node)
         if not isinstance(argument, ast.BinOp) or not isinstance(argument.op, ast.Add):
             return
-        if _is_one(argument.left):
+        if is_one(argument.left):
             other = argument.right
-        elif _is_one(argument.right):
+        elif is_one(argument.right):
             other = argument.left
         else:
             return
         module = qualname.rsplit(".", 1)[0]
-        if isinstance(other, ast.Call) and ctx.call_name(other) in _EXPS:
+        if isinstance(other, ast.Call) and ctx.call_name(other) in EXPS:
             better = "F.softplus(x)" if module == "torch" else f"{module}.log1p({module}.exp(x))"
             if module == "torch":
                 ctx.report(self, node, callee=qualname, better=better)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._numerics_stable import _EXPS, _is_one, _single_argument
+from torchwise.review.rules._numerics_stable import EXPS, is_one, single_argument
 from torchwise.review.rules._util import rename_attribute
 
 
@@ -53,11 +53,11 @@ class ExpMinusOne(Rule):
 
     def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> None:
         call = node.left
-        if not isinstance(node.op, ast.Sub) or not _is_one(node.right):
+        if not isinstance(node.op, ast.Sub) or not is_one(node.right):
             return
-        if not isinstance(call, ast.Call) or ctx.call_name(call) not in _EXPS:
+        if not isinstance(call, ast.Call) or ctx.call_name(call) not in EXPS:
             return
-        if _single_argument(call) is None:
+        if single_argument(call) is None:
             return
         qualname = ctx.call_name(call) or ""
         fix = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._numerics_stable import _NORMS, _statistic
+from torchwise.review.rules._numerics_stable import NORMS, statistic_of
 
 
 @rule
@@ -59,7 +59,7 @@ class DivisionByNorm(Rule):
             self._check(node, node.value, ctx)
 
     def _check(self, node: ast.AST, divisor: ast.expr, ctx: Context) -> None:
-        statistic = _statistic(divisor, ctx, {"norm", "std"}, _NORMS)
+        statistic = statistic_of(divisor, ctx, {"norm", "std"}, NORMS)
         if statistic is not None:
             shown = "standard deviation" if statistic == "std" else "norm"
             ctx.report(self, node, statistic=shown)

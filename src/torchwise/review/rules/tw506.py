@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._numerics_stable import _single_argument, _statistic
+from torchwise.review.rules._numerics_stable import single_argument, statistic_of
 
 
 @rule
@@ -50,7 +50,7 @@ class SqrtOfVariance(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
         if qualname in {"torch.sqrt", "torch.rsqrt"}:
-            argument, callee = _single_argument(node), qualname
+            argument, callee = single_argument(node), qualname
         elif (
             qualname is None
             and isinstance(node.func, ast.Attribute)
@@ -60,5 +60,5 @@ class SqrtOfVariance(Rule):
             argument, callee = node.func.value, f".{node.func.attr}()"
         else:
             return
-        if argument is not None and _statistic(argument, ctx, {"var"}, {"torch.var"}):
+        if argument is not None and statistic_of(argument, ctx, {"var"}, {"torch.var"}):
             ctx.report(self, node, callee=callee)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Applicability, Fix, Severity
-from torchwise.review.context import Context
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics import SIGMOID, producer
-from torchwise.review.rules._numerics_stable import _logged, _single_argument
+from torchwise.review.rules._numerics_stable import logged_argument, single_argument
 from torchwise.review.rules._util import replace, torch_is_imported
 
 
@@ -52,14 +52,14 @@ class LogOfSigmoid(Rule):
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        inner = _logged(node, ctx)
+        inner = logged_argument(node, ctx)
         if not isinstance(inner, ast.Call) or producer(inner, ctx) != SIGMOID:
             return
         argument: ast.expr | None = None
         if isinstance(inner.func, ast.Attribute) and ctx.qualname(inner.func) is None:
             argument = None if inner.args or inner.keywords else inner.func.value
         elif not isinstance(inner.func, ast.Call):
-            argument = _single_argument(inner)
+            argument = single_argument(inner)
         fix = None
         if argument is not None and torch_is_imported(ctx):
             text = f"torch.nn.functional.logsigmoid({ctx.text(argument)})"

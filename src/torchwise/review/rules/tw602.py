@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _NOT_MODULES, _SAVE, _state_dict_of
+from torchwise.review.rules._checkpoints import NOT_MODULES, SAVE, state_dict_of
 from torchwise.review.rules._modules import is_module_class
 
 
@@ -68,7 +68,7 @@ class SaveWholeModule(Rule):
         value = node.value
         plain = isinstance(value, (ast.Dict, ast.DictComp)) or (
             isinstance(value, ast.Call)
-            and (_state_dict_of(value) is not None or ctx.call_name(value) in _NOT_MODULES)
+            and (state_dict_of(value) is not None or ctx.call_name(value) in NOT_MODULES)
         )
         for target in node.targets:
             name = ctx.dotted(target)
@@ -76,7 +76,7 @@ class SaveWholeModule(Rule):
                 (self.plain[-1].add if plain else self.plain[-1].discard)(name)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.call_name(node) not in _SAVE or not node.args:
+        if ctx.call_name(node) not in SAVE or not node.args:
             return
         saved = node.args[0]
         name = ctx.dotted(saved)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
-from torchwise.review import facts as F
-from torchwise.review.context import Context
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.index.records import SaveFact
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _PROGRESS_KEYS
+from torchwise.review.rules._checkpoints import PROGRESS_KEYS
 from torchwise.review.rules._performance import trains
-from torchwise.review.summary import SaveFact
 
 
 @rule
@@ -72,7 +72,7 @@ class CheckpointWithoutOptimizer(Rule):
             (
                 load
                 for load in module.loads.values()
-                if load.keys & _PROGRESS_KEYS and not any(_optimizer_key(k) for k in load.keys)
+                if load.keys & PROGRESS_KEYS and not any(_optimizer_key(k) for k in load.keys)
             ),
             None,
         )
@@ -103,7 +103,7 @@ def _has_optimizer(save: SaveFact) -> bool:
 
 
 def _progress(save: SaveFact) -> bool:
-    return any(key.lower() in _PROGRESS_KEYS for key in save.keys)
+    return any(key.lower() in PROGRESS_KEYS for key in save.keys)
 
 
 def _optimizer_key(key: str) -> bool:

@@ -9,12 +9,12 @@ import ast
 import re
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.project import TOP_LEVEL
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.index.records import TOP_LEVEL
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._checkpoints import _loop_header, _trains
+from torchwise.review.rules._checkpoints import loop_header, trains
 from torchwise.review.rules._loops import top_level_calls
 
 
@@ -92,10 +92,10 @@ class UnseededTrainingScript(Rule):
         if any(E.is_seed(call) for call in module.calls):
             return  # seeds in a function this file defines (a helper it may call)
         loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
-        training = [loop for loop in loops if _trains(loop)]
+        training = [loop for loop in loops if trains(loop)]
         if training:
             first = min(training, key=lambda loop: getattr(loop.node, "lineno", 0))
-            ctx.report(self, _loop_header(first.node))
+            ctx.report(self, loop_header(first.node))
         elif self.entry_point is not None:
             ctx.report(self, _line_of(self.entry_point))
         else:

@@ -6,12 +6,12 @@ The class docstring is its user documentation (`torchwise rules TW606`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.project import TOP_LEVEL
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
+from torchwise.review.index.records import TOP_LEVEL
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._util import keyword
 
 _SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 _DISTRIBUTED = (

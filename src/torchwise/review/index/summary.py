@@ -16,189 +16,24 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
-from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from torchwise.review import effects as E
-from torchwise.review import facts as F
-from torchwise.review.context import Context
-from torchwise.review.project import NAMESPACE_NAMES, TOP_LEVEL
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.index.records import (
+    NAMESPACE_NAMES,
+    TOP_LEVEL,
+    ArgFact,
+    CallFact,
+    ClassFact,
+    FunctionFact,
+    LoopFact,
+    ModuleSummary,
+    SaveFact,
+)
 from torchwise.review.registry import Rule
 
-Json = Any
-
-
-@dataclass
-class ArgFact:
-    """A value passed, returned or stored, as far as the file shows."""
-
-    kind: str | None = None
-    origin: str | None = None  # written qualname of what produced it
-    name: str | None = None  # the dotted name passed ("train_loader")
-    literal: Json = None  # True/False/None/numbers/strings, as written
-    has_literal: bool = False
-    activation: str | None = None
-    line: int | None = None  # where the value (or its activation) was made
-    guessed: bool = False  # known only from the name it has (`model`, `loader`)
-    flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
-
-
-@dataclass
-class CallFact:
-    #: How the callee is named: ["name", "f"] | ["written", "engine.train_one_epoch"]
-    #: | ["self", "Class", "method"] | ["value", "<written class>", "method"].
-    ref: list[str]
-    line: int
-    col: int
-    branch: list[tuple[str, bool]]
-    args: list[ArgFact] = field(default_factory=list)
-    keywords: dict[str, ArgFact] = field(default_factory=dict)
-    no_grad: bool = False
-    in_loop: bool = False
-
-
-@dataclass
-class LoopFact:
-    iterated: str | None  # the dotted name iterated over
-    effects: list[str]  # direct effects of the calls inside
-    calls: list[int]  # indices into FunctionFact.calls of the calls inside
-
-
-@dataclass
-class FunctionFact:
-    qualname: str  # "f", "Class.method" or TOP_LEVEL
-    line: int
-    params: list[str] = field(default_factory=list)
-    defaults: dict[str, ArgFact] = field(default_factory=dict)
-    #: Ordered direct effects: [effect, line, col, branch].
-    events: list[tuple[str, int, int, list[tuple[str, bool]]]] = field(default_factory=list)
-    calls: list[CallFact] = field(default_factory=list)
-    #: param -> what the function does with it: "call", "module", "optimizer"
-    param_uses: dict[str, list[str]] = field(default_factory=dict)
-    loops: list[LoopFact] = field(default_factory=list)
-    no_grad: bool = False  # decorated with no_grad/inference_mode
-    returns: ArgFact | None = None
-    class_name: str | None = None
-
-
-@dataclass
-class ClassFact:
-    name: str
-    line: int
-    bases: list[str]  # written qualnames ("<local>.Base" for this file)
-    layers: list[str] = field(default_factory=list)  # nn constructors used in the class
-    attributes: dict[str, ArgFact] = field(default_factory=dict)  # self.<attr> in __init__
-    #: The activation each element of forward's return value ends in.
-    returns: list[ArgFact] = field(default_factory=list)
-    methods: list[str] = field(default_factory=list)
-    #: ``def train(self, ...)``: its parameters and whether it still sets the mode.
-    train_params: list[str] | None = None
-    train_required: int = 0  # parameters without a default
-    train_sets_mode: bool = False
-    train_line: int | None = None
-    #: Attributes whose parameters every instance freezes (in __init__ or a
-    #: method __init__ calls): `for p in self.resnet.parameters(): p.requires_grad = False`.
-    frozen: list[str] = field(default_factory=list)
-    #: Parameters of __init__ without a default (a no-argument build needs 0).
-    init_required: int = 0
-    #: The first input layer built in __init__ and its leading integer arguments:
-    #: ["torch.nn.Conv2d", 3, 64] (what an example input must look like).
-    first_layer: list[str | int] = field(default_factory=list)
-
-
-@dataclass
-class SaveFact:
-    line: int
-    path: str | None  # the literal file name, when written as a string
-    path_text: str
-    #: What is saved, when not a dict: "module", "optimizer", "namespace",
-    #: "array", "state", "other", or "param:<name>" for a parameter of the
-    #: enclosing function (the index asks its callers what they pass).
-    whole: str | None
-    keys: dict[str, str] = field(default_factory=dict)  # dict key -> what it holds
-    function: str | None = None  # qualname of the enclosing function
-
-
-@dataclass
-class ModuleSummary:
-    path: str
-    imports: dict[str, str] = field(default_factory=dict)  # local name -> written qualname
-    star_imports: list[str] = field(default_factory=list)
-    classes: dict[str, ClassFact] = field(default_factory=dict)
-    functions: dict[str, FunctionFact] = field(default_factory=dict)
-    saves: list[SaveFact] = field(default_factory=list)
-    entry_point: bool = False
-    parsed: bool = True
-    #: A hash of the source it summarises: a summary is a function of its text.
-    source_hash: str = ""
-
-    def to_json(self) -> Json:
-        # Most argument facts are nearly empty: written out in full they made a
-        # cache entry 4x larger, and decoding the JSON was most of a warm run.
-        return asdict(self, dict_factory=_compact_arg_fact)
-
-    @classmethod
-    def from_json(cls, data: Json) -> ModuleSummary:
-        def arg(item: Json) -> ArgFact | None:
-            return None if item is None else ArgFact(**item)
-
-        def call(item: Json) -> CallFact:
-            return CallFact(
-                ref=item["ref"],
-                line=item["line"],
-                col=item["col"],
-                branch=[(b[0], b[1]) for b in item["branch"]],
-                args=[ArgFact(**a) for a in item["args"]],
-                keywords={k: ArgFact(**a) for k, a in item["keywords"].items()},
-                no_grad=item["no_grad"],
-                in_loop=item["in_loop"],
-            )
-
-        def function(item: Json) -> FunctionFact:
-            return FunctionFact(
-                qualname=item["qualname"],
-                line=item["line"],
-                params=item["params"],
-                defaults={k: ArgFact(**a) for k, a in item["defaults"].items()},
-                events=[(e[0], e[1], e[2], [(b[0], b[1]) for b in e[3]]) for e in item["events"]],
-                calls=[call(c) for c in item["calls"]],
-                param_uses=item["param_uses"],
-                loops=[LoopFact(**loop) for loop in item["loops"]],
-                no_grad=item["no_grad"],
-                returns=arg(item["returns"]),
-                class_name=item["class_name"],
-            )
-
-        def klass(item: Json) -> ClassFact:
-            return ClassFact(
-                **{
-                    **item,
-                    "attributes": {k: ArgFact(**a) for k, a in item["attributes"].items()},
-                    "returns": [ArgFact(**a) for a in item["returns"]],
-                }
-            )
-
-        return cls(
-            path=data["path"],
-            imports=data["imports"],
-            star_imports=data["star_imports"],
-            classes={k: klass(v) for k, v in data["classes"].items()},
-            functions={k: function(v) for k, v in data["functions"].items()},
-            saves=[SaveFact(**s) for s in data["saves"]],
-            entry_point=data["entry_point"],
-            parsed=data["parsed"],
-            source_hash=data["source_hash"],
-        )
-
-    def digest(self) -> str:
-        """Changes whenever the summary can: with the text it was made from."""
-        return self.source_hash
-
-
-_ARG_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in fields(ArgFact) if f.default is not MISSING
-}
-_ARG_FIELDS = frozenset(f.name for f in fields(ArgFact))
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -209,19 +44,6 @@ def _module_binds(ctx: Context, name: str) -> bool:
     if name in module.functions or name in module.classes or name in module.imports:
         return True
     return ctx.module.star_imports
-
-
-def _compact_arg_fact(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``asdict``'s dict factory: an ArgFact's fields at their defaults are left
-    out (``ArgFact(**item)`` restores them); other dataclasses are kept whole."""
-    if {key for key, _ in pairs} != _ARG_FIELDS:
-        return dict(pairs)
-    # Identity, not equality, for the defaults: a literal False or 0 is no None.
-    return {
-        key: value
-        for key, value in pairs
-        if not (value is _ARG_DEFAULTS.get(key, MISSING) or (key == "flags" and value == []))
-    }
 
 
 def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
@@ -638,12 +460,12 @@ def source_hash(source: str) -> str:
 
 def summarize_tree(tree: ast.Module, source: str, path: str) -> ModuleSummary:
     """The summary of one parsed file (one engine pass, no rules)."""
-    from torchwise.review.engine import _Pass
+    from torchwise.review.engine.walk import Walk
 
     summarizer = Summarizer(path)
     ctx = Context(path, source, None)
     try:
-        _Pass(ctx, [summarizer]).run(tree)
+        Walk(ctx, [summarizer]).run(tree)
     except RecursionError:
         summarizer.summary = ModuleSummary(path=path, parsed=False)
     summarizer.summary.source_hash = source_hash(source)

@@ -12,7 +12,7 @@ assignment that reuses an imported name shadows it. Unresolvable names give
 What a name holds (:meth:`Context.value_of`) is followed through assignments,
 tuple unpacking and simple reassignments, per branch: a binding made under
 ``if cond:`` is invisible from the ``else:`` branch. Across functions and files
-the :class:`~torchwise.review.project.ProjectView` answers (a class's layers, a
+the :class:`~torchwise.review.engine.view.ProjectView` answers (a class's layers, a
 function's effects, the values its callers pass).
 """
 
@@ -21,14 +21,12 @@ from __future__ import annotations
 import ast
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from torchwise.findings import Finding, Fix
-from torchwise.review import facts as F
-from torchwise.review.facts import Branch, Value
-from torchwise.review.files import is_test_module
-from torchwise.review.registry import Rule
-from torchwise.review.values import (
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.facts import Branch, Value
+from torchwise.review.engine.values import (
     SHADOWED,
     UNSET,
     UNTRACKED,
@@ -38,7 +36,12 @@ from torchwise.review.values import (
     optimised_model,
     pass_through_arguments,
 )
-from torchwise.review.view import EMPTY_VIEW, ProjectView
+from torchwise.review.engine.view import NO_PROJECT, ProjectView
+
+if TYPE_CHECKING:
+    from torchwise.review.settings import ReviewSettings
+from torchwise.review.files import is_test_module
+from torchwise.review.registry import Rule
 
 __all__ = [
     "UNTRACKED",
@@ -115,12 +118,16 @@ class Context(ValueReader):
     """Per-file state shared by every rule during the single pass."""
 
     def __init__(
-        self, path: str, source: str, settings: Any, project: ProjectView | None = None
+        self,
+        path: str,
+        source: str,
+        settings: ReviewSettings | None,
+        project: ProjectView | None = None,
     ) -> None:
         self.path = path
         self.source = source
         self.settings = settings
-        self.project = project or EMPTY_VIEW
+        self.project = project or NO_PROJECT
         self.lines = source.splitlines(keepends=True)
         self._line_starts = [0, *itertools.accumulate(map(len, self.lines))]
         self.findings: list[Finding] = []

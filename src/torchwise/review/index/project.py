@@ -10,8 +10,8 @@ in ``engine.py`` that calls ``model.eval()`` sets eval mode wherever it is
 called), records every call site with the values passed, every ``torch.save``
 and the torch version the project declares.
 
-A rule sees the index through a :class:`ProjectView` of its own file. The view
-is also what the findings cache keys on: :meth:`ProjectView.digest` hashes the
+A rule sees the index through an :class:`~.view.IndexView` of its own file. The view
+is also what the findings cache keys on: :meth:`ProjectIndex.digest` hashes the
 summaries of every file the view can reach, so a change elsewhere that could
 change this file's findings invalidates them, and nothing else does.
 """
@@ -22,24 +22,28 @@ import dataclasses
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from torchwise.review import effects as E
-from torchwise.review import facts as F
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.index.records import (
+    NAMESPACE_NAMES,
+    TOP_LEVEL,
+    ArgFact,
+    CallFact,
+    CallSite,
+    ClassFact,
+    ClassModel,
+    FunctionFact,
+    ModuleSummary,
+    SaveFact,
+    TorchRange,
+)
 
 if TYPE_CHECKING:
-    from torchwise.review.summary import (
-        ArgFact,
-        CallFact,
-        ClassFact,
-        FunctionFact,
-        ModuleSummary,
-        SaveFact,
-    )
-    from torchwise.review.view import ProjectView
+    from torchwise.review.index.view import IndexView
 
 #: Layers that make a model behave differently in train and eval mode.
 DROPOUT = re.compile(r"^torch\.nn\.(functional\.)?(\w*[Dd]ropout\w*|alpha_dropout\w*)$")
@@ -69,11 +73,8 @@ MODULE_BASES = {
     "lightning.pytorch.core.LightningModule",
 }
 _NOT_MODULES = {"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter"}
-TOP_LEVEL = "<module>"  # the summary's pseudo-function of top-level code
 #: What the argument of a real ``train(mode)`` override is called.
 _MODE_NAMES = {"mode", "flag", "training", "is_training", "train", "value", "on", "enabled", "b"}
-#: Names that hold the parsed command line in scripts that use argparse.
-NAMESPACE_NAMES = frozenset({"args", "opt", "opts", "options"})
 
 
 def is_torch_module_base(qualname: str) -> bool:
@@ -86,52 +87,6 @@ def is_torch_module_base(qualname: str) -> bool:
         and qualname not in _NOT_MODULES
         and "utils" not in qualname
     )
-
-
-@dataclass(frozen=True)
-class TorchRange:
-    """The torch versions a project declares it runs on (None: unbounded/unknown)."""
-
-    minimum: tuple[int, int] | None = None
-    below: tuple[int, int] | None = None  # exclusive upper bound
-    source: str | None = None  # "requirements.txt: torch>=2.1"
-
-    def allows(self, version: tuple[int, int]) -> bool:
-        """Whether the project may run on ``version`` (or later)."""
-        return self.below is None or self.below > version
-
-
-@dataclass
-class ClassModel:
-    """An nn.Module (or plain) class, flattened across its project bases and parts."""
-
-    id: str  # "module:Class"
-    fact: ClassFact
-    is_module: bool
-    dropout: bool
-    batchnorm: bool
-    unknown: bool  # some base or part could not be resolved: it may have either
-    train_override: bool  # defines `train` that is not nn.Module.train(mode)
-    #: Frozen (requires_grad=False) attributes with batch norm inside.
-    frozen_batchnorm: tuple[str, ...] = ()
-
-
-@dataclass
-class CallSite:
-    caller: str  # id of the calling function ("module:f" or "module:<module>")
-    path: str
-    fact: CallFact
-    #: Whether an eval() precedes it in the caller (on a compatible branch); asked
-    #: of few sites, so worked out on first use (the call graph alone is built for
-    #: every cache-key digest, warm runs included).
-    _after_eval: Callable[[], bool] = field(repr=False, compare=False)
-    _known: bool | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def after_eval(self) -> bool:
-        if self._known is None:
-            self._known = self._after_eval()
-        return self._known
 
 
 class ProjectIndex:
@@ -601,10 +556,10 @@ class ProjectIndex:
             cached = self._component_digests[key] = digest.hexdigest()
         return cached
 
-    def view(self, path: str) -> ProjectView:
-        from torchwise.review.view import ProjectView
+    def view(self, path: str) -> IndexView:
+        from torchwise.review.index.view import IndexView
 
-        return ProjectView(self, path)
+        return IndexView(self, path)
 
 
 def _has_batchnorm(attribute: ArgFact | None, class_has_batchnorm: bool) -> bool:

@@ -13,15 +13,15 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchwise.review import facts as F
-from torchwise.review.context import (
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import (
     UNTRACKED,
     Binding,
     Context,
     kind_from_callee,
     pass_through_arguments,
 )
-from torchwise.review.facts import Value
+from torchwise.review.engine.facts import Value
 
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
 

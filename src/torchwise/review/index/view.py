@@ -1,44 +1,45 @@
-"""The project index as one file sees it: what rules and the engine ask.
+"""The project index as one file sees it: the answers to the engine's questions.
 
-A :class:`ProjectView` answers for the file being reviewed: what a call to a
+An :class:`IndexView` answers for the file being reviewed: what a call to a
 project class or function returns, which class a written name resolves to and
 what the index knows of it, a function's effects and callers, the values its
 callers pass to each parameter, the project's ``torch.save`` sites and its
-declared torch version. Without an index (:data:`EMPTY_VIEW`), every question
-gets "unknown" and rules stay quiet.
+declared torch version (the questions are the engine's: see
+:class:`torchwise.review.engine.view.ProjectView`).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from torchwise.review import facts as F
-from torchwise.review.facts import Value
-from torchwise.review.project import CallSite, ClassModel, ProjectIndex, TorchRange
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.facts import Value
+from torchwise.review.engine.view import ProjectView
+from torchwise.review.index.project import ProjectIndex
+from torchwise.review.index.records import CallSite, ClassModel, TorchRange
 
 if TYPE_CHECKING:
-    from torchwise.review.context import Context
-    from torchwise.review.summary import ArgFact, FunctionFact, SaveFact
+    from torchwise.review.engine.context import Context
+    from torchwise.review.index.records import ArgFact, FunctionFact, SaveFact
 
 
-@dataclass
-class ProjectView:
-    """The index as one file sees it (rules and the engine ask through this)."""
+class IndexView(ProjectView):
+    """The index as the file at ``path`` sees it."""
 
-    index: ProjectIndex | None
-    path: str = ""
-    _class_ids: dict[str, str | None] = field(default_factory=dict)
+    def __init__(self, index: ProjectIndex, path: str) -> None:
+        self.index = index
+        self.path = path
+        self._class_ids: dict[str, str | None] = {}
 
     # -- resolution used by the engine ----------------------------------------------
     def target(self, ref: list[str] | None) -> str | None:
-        if self.index is None or ref is None:
+        if ref is None:
             return None
         return self.index.ref_target(ref, self.path)
 
     def class_id(self, written: str | None) -> str | None:
-        if self.index is None or written is None:
+        if written is None:
             return None
         if written not in self._class_ids:
             resolved = self.index.resolve(written, self.path)
@@ -48,7 +49,7 @@ class ProjectView:
 
     def klass(self, written: str | None) -> ClassModel | None:
         class_id = self.class_id(written)
-        return None if class_id is None or self.index is None else self.index.klass(class_id)
+        return None if class_id is None else self.index.klass(class_id)
 
     def is_module_class(self, ctx: Context, written: str) -> bool:
         model = self.klass(written)
@@ -56,9 +57,7 @@ class ProjectView:
 
     def value_of_call(self, ctx: Context, call: ast.Call) -> Value | None:
         """A call to a project class (an instance) or function (what it returns)."""
-        if self.index is None:
-            return None
-        from torchwise.review.summary import call_ref
+        from torchwise.review.index.summary import call_ref
 
         ref = call_ref(ctx, call)
         if ref is None:
@@ -80,7 +79,7 @@ class ProjectView:
         return Value(returned.kind, origin=origin, activation=returned.activation, node=call)
 
     def _written_name(self, name: str) -> str:
-        summary = None if self.index is None else self.index.summaries.get(self.path)
+        summary = self.index.summaries.get(self.path)
         if summary is not None and name in summary.imports:
             return summary.imports[name]
         return f"<local>.{name}"
@@ -115,8 +114,6 @@ class ProjectView:
 
     def star_names(self, written: str) -> dict[str, str] | None:
         """What ``from <written> import *`` binds, when it is a project module."""
-        if self.index is None:
-            return None
         path = self.index.module_path(written, self.path)
         if path is None:
             return None
@@ -124,16 +121,14 @@ class ProjectView:
 
     def call_target(self, ctx: Context, call: ast.Call) -> str | None:
         """The project function ``call`` runs, if it resolves."""
-        if self.index is None:
-            return None
-        from torchwise.review.summary import call_ref
+        from torchwise.review.index.summary import call_ref
 
         ref = call_ref(ctx, call)
         return None if ref is None else self.index.ref_target(ref, self.path)
 
     def parameter_values(self, function: F.FunctionFacts) -> dict[str, Value]:
         """What the project's call sites pass to each parameter, when they agree."""
-        if self.index is None or function.target is None:
+        if function.target is None:
             return {}
         sites = self.index.callers(function.target)
         if not sites:
@@ -167,7 +162,7 @@ class ProjectView:
 
     def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None]:
         """(kind, origin usable from this file) of a value passed at a call site."""
-        if arg is None or self.index is None:
+        if arg is None:
             return None, None
         origin = arg.origin
         if origin is None or origin.startswith(("torch", "torchvision")):
@@ -180,48 +175,40 @@ class ProjectView:
 
     # -- facts used by rules ----------------------------------------------------------
     def effects(self, target: str | None) -> frozenset[str]:
-        if self.index is None or target is None:
+        if target is None:
             return frozenset()
         return self.index.effects(target)
 
     def function(self, target: str | None) -> FunctionFact | None:
-        if self.index is None or target is None:
+        if target is None:
             return None
         return self.index.function(target)
 
     def trains_over(self, target: str | None, param: str) -> bool:
-        return (
-            self.index is not None and target is not None and self.index.trains_over(target, param)
-        )
+        return target is not None and self.index.trains_over(target, param)
 
     def callers(self, target: str | None) -> list[CallSite]:
-        if self.index is None or target is None:
+        if target is None:
             return []
         return self.index.callers(target)
 
-    def own(self, qualname: str) -> str:
-        """The id of a function or class defined in this file."""
-        return f"{self.path}::{qualname}"
+    def path_effects(self, target: str, flag: str, polarity: bool) -> frozenset[str]:
+        return self.index.path_effects(target, flag, polarity)
 
     @property
     def torch_range(self) -> TorchRange:
-        return TorchRange() if self.index is None else self.index.torch_range(self.path)
+        return self.index.torch_range(self.path)
 
     def saves(self) -> list[tuple[str, SaveFact]]:
-        return [] if self.index is None else self.index.saves()
+        return self.index.saves()
 
 
-def _requalify(origin: str, target: str, view: ProjectView) -> str | None:
+def _requalify(origin: str, target: str, view: IndexView) -> str | None:
     """A name written in another file, made resolvable from this one: keep it
     only when it resolves there to a project class (then use that class's id)."""
     index = view.index
-    if index is None:
-        return None
     path = target.partition("::")[0]
     resolved = index.resolve(origin, path)
     if resolved is None or index.klass(resolved) is None:
         return None
     return f"<id>{resolved}"
-
-
-EMPTY_VIEW = ProjectView(None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from torchwise.review.project import TorchRange
+from torchwise.review.index.records import TorchRange
 
 try:  # Python 3.11+
     import tomllib

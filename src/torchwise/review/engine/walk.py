@@ -1,31 +1,35 @@
-"""The review engine: parse a file once, walk it once, let rules speak.
+"""The review engine's pass: walk a parsed file once and let rules speak.
 
-Data flows one way: source -> ``ast`` -> one pass that keeps a
-:class:`~torchwise.review.context.Context` current and dispatches each node to
-the rules subscribed to its type -> region events (leaving a loop, a function,
-the module) -> findings, minus those suppressed by ``noqa``.
+Data flows one way: ``ast`` -> one pass that keeps a
+:class:`~torchwise.review.engine.context.Context` current (names, values,
+branches, scopes) and dispatches each node to the rules subscribed to its type
+-> region events (leaving a loop, a function, a class, the module) ->
+findings. Parsing a source, recovering from a syntax error and ``noqa`` are
+the runner's (see :mod:`torchwise.review.analysis`).
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchwise.findings import Finding, Severity
-from torchwise.review import facts as F
-from torchwise.review.context import (
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import (
     Binding,
     ClassFrame,
     Context,
     Scope,
 )
-from torchwise.review.dispatch import LEAF_TYPES, fields_of, subscriptions
-from torchwise.review.facts import Value
+from torchwise.review.engine.dispatch import LEAF_TYPES, fields_of, subscriptions
+from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tracking import Tracker, builds_model
+from torchwise.review.engine.view import ProjectView
 from torchwise.review.registry import Rule, all_rules
-from torchwise.review.suppression import file_suppressions, line_suppressions, suppressed
-from torchwise.review.tracking import Tracker, builds_model
-from torchwise.review.view import ProjectView
+
+if TYPE_CHECKING:
+    from torchwise.review.settings import ReviewSettings
 
 Handler = Callable[[Any, Context], None]
 #: A visit_Call handler with its rule's ``call_names`` and ``call_methods``.
@@ -35,89 +39,27 @@ _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 _ENABLE_GRAD = {"torch.enable_grad", "torch.autograd.enable_grad"}
 
 
-def parse(source: str, path: str) -> ast.Module | Finding:
-    """The file's tree, or the TW000 finding that says why there is none."""
-    try:
-        return ast.parse(source, filename=path, type_comments=False)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        return _syntax_finding(path, exc)
-
-
-#: How many lines recovery may comment out before giving up on a file.
-_RECOVERY_LINES = 8
-
-
-def recover(source: str, path: str) -> tuple[str, ast.Module] | None:
-    """The source with the lines Python rejects commented out, and its tree, when
-    a few such lines are all that stand in the way (a stray `try:jupyter`, a
-    leftover merge marker); line numbers are kept. None when it takes more."""
-    lines = source.split("\n")
-    for _ in range(_RECOVERY_LINES):
-        text = "\n".join(lines)
-        try:
-            return text, ast.parse(text, filename=path, type_comments=False)
-        except SyntaxError as exc:
-            number = exc.lineno
-            if number is None or not 1 <= number <= len(lines) or lines[number - 1].startswith("#"):
-                return None
-            lines[number - 1] = "#" + lines[number - 1]
-        except (ValueError, MemoryError, RecursionError):
-            return None
-    return None
-
-
-def analyse_source(
+def analyse_tree(
+    tree: ast.Module,
     source: str,
     path: str,
-    enabled: Iterable[str],
-    settings: Any = None,
-    *,
-    view: ProjectView | None = None,
-    tree: ast.Module | None = None,
+    enabled: frozenset[str],
+    settings: ReviewSettings | None,
+    view: ProjectView,
+    observers: Iterable[Rule] = (),
 ) -> list[Finding]:
-    """Every finding of the ``enabled`` rules in ``source``, noqa applied, sorted.
+    """Every finding of the ``enabled`` rules in one parsed file, before ``noqa``.
 
-    ``view`` is the project index as this file sees it; without one, the file
-    is its own project (its classes and functions are indexed first)."""
-    enabled = frozenset(enabled)
-    file_noqa = file_suppressions(source)
-    if file_noqa is not None and not file_noqa:
-        return []  # "# torchwise: noqa" on its own line skips the whole file
-    broken: Finding | None = None
-    if tree is None:
-        parsed = parse(source, path)
-        if isinstance(parsed, Finding):
-            recovered = recover(source, path)
-            if recovered is None:
-                return [parsed]
-            # Report the syntax error, and review the rest of the file as a
-            # reader would: the lines around the error are still a program.
-            broken, (source, tree), view = parsed, recovered, None
-        else:
-            tree = parsed
-    if view is None:
-        from torchwise.review.project import ProjectIndex
-        from torchwise.review.summary import summarize_tree
-
-        view = ProjectIndex([summarize_tree(tree, source, path)]).view(path)
+    ``view`` is the project as this file sees it (the runner builds it, from
+    the project index or from the file alone). ``observers`` ride the same pass
+    as the rules without being registered: the index's summariser, praise."""
     ctx = Context(path, source, settings, view)
-    rules = _rules_for(source, enabled)
+    rules = [*_rules_for(source, enabled), *observers]
     try:
-        _Pass(ctx, rules).run(tree)
+        Walk(ctx, rules).run(tree)
     except RecursionError:
-        ctx.findings.append(
-            _syntax_finding(path, SyntaxError("too deeply nested to analyse fully"))
-        )
-    if broken is not None:
-        ctx.findings.append(broken)
-    suppressed_in_file = file_noqa or frozenset()
-    line_noqa = line_suppressions(ctx.lines)
-    kept = [
-        finding
-        for finding in ctx.findings
-        if finding.code not in suppressed_in_file and not suppressed(finding, line_noqa)
-    ]
-    return sorted(set(kept), key=Finding.sort_key)
+        ctx.findings.append(too_deep(path))
+    return ctx.findings
 
 
 def _rules_for(source: str, enabled: frozenset[str]) -> list[Rule]:
@@ -136,23 +78,22 @@ def _rules_for(source: str, enabled: frozenset[str]) -> list[Rule]:
     return rules
 
 
-def _syntax_finding(path: str, exc: BaseException) -> Finding:
-    line = getattr(exc, "lineno", None) or 1
-    column = getattr(exc, "offset", None) or 1
-    message = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+def too_deep(path: str, line: int = 1) -> Finding:
+    """TW000 for a file nested too deeply for the pass to finish (the findings
+    made before it stopped are kept)."""
     return Finding(
         code="TW000",
-        message=f"file could not be parsed: {message}",
+        message="file could not be parsed: too deeply nested to analyse fully",
         path=path,
         line=line,
-        column=max(column, 1),
+        column=1,
         end_line=line,
-        end_column=max(column, 1),
+        end_column=1,
         severity=Severity.ERROR,
     )
 
 
-class _Pass(Tracker):
+class Walk(Tracker):
     """One depth-first walk that keeps the context current and calls handlers."""
 
     def __init__(self, ctx: Context, rules: list[Rule]) -> None:

@@ -1,6 +1,6 @@
 """What expressions hold: the value model behind ``Context.value_of``.
 
-A :class:`~torchwise.review.facts.Value` says what an expression is (a model
+A :class:`~torchwise.review.engine.facts.Value` says what an expression is (a model
 of a given class, a loss and the models its graph reaches, a softmax output,
 what ``torch.load`` returned, a loader and whether its sampler draws a
 subset, ...). :class:`ValueReader` computes it from the call or the name,
@@ -14,12 +14,12 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from torchwise.review import facts as F
-from torchwise.review.facts import Value
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.facts import Value
 
 if TYPE_CHECKING:
-    from torchwise.review.context import Context, Scope
-    from torchwise.review.view import ProjectView
+    from torchwise.review.engine.context import Context, Scope
+    from torchwise.review.engine.view import ProjectView
 
 _LOSS_FUNCTIONS = re.compile(
     r"torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|nll_loss|kl_div)$"

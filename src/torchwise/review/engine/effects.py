@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchwise.review import facts as F
+from torchwise.review.engine import facts as F
 
 BACKWARD, STEP, ZERO_GRAD, EVAL, TRAIN, MODEL_CALL, SEED, SCALER = (
     "backward",
