@@ -42,6 +42,7 @@ FAMILIES: dict[str, str] = {
     "deprecated": "Deprecated APIs (TW4xx)",
     "numerics": "Numerics (TW5xx)",
     "checkpoints": "Checkpoints and reproducibility (TW6xx)",
+    "tensors": "Tensor devices, shapes and storage (TW7xx)",
 }
 
 #: What a real finding does to a project, most serious first: silently wrong
@@ -63,6 +64,7 @@ _FAMILY_IMPACT = {
     "performance": "performance",
     "deprecated": "maintenance",
     "checkpoints": "reproducibility",
+    "tensors": "crash",
 }
 
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
+from torchwise.review.engine.tensors import TensorInfo
+
 #: Kinds of value the engine tracks for local names (see Context.value_of).
 MODULE, OPTIMIZER, SCHEDULER, LOSS_FN, LOADER, SCALER, SAMPLER = (
     "module",
@@ -33,6 +35,8 @@ NAMESPACE, PARSER = "namespace", "parser"  # argparse.Namespace, ArgumentParser
 ITERATOR = "iterator"  # iter(something)
 DATASET = "dataset"
 INSTANCE = "instance"  # an instance of a project class that is not an nn.Module
+DEVICE = "device"  # a torch.device, a device string or number (its place: Value.tensor)
+TENSORS = "tensors"  # a tuple, list or dict of tensors (what each holds: Value.tensor)
 
 #: ((condition text, polarity), ...) from the outermost ``if`` inward.
 Branch = tuple[tuple[str, bool], ...]
@@ -90,6 +94,9 @@ class Value:
     #: Extra facts: "unreduced" (a loss with reduction="none": one value per sample).
     flags: frozenset[str] = frozenset()
     node: ast.AST | None = None
+    #: Tensors, modules, devices and containers of tensors: device, shape,
+    #: alias (see :mod:`.tensors`). None: nothing known.
+    tensor: TensorInfo | None = None
 
     def but(self, **changes: object) -> Value:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -187,5 +194,7 @@ class ModuleFacts(Region):
     loops: list[LoopFacts] = field(default_factory=list)
     loads: dict[ast.Call, LoadFacts] = field(default_factory=dict)
     freezes: list[FreezeFacts] = field(default_factory=list)
+    #: Models of known classes moved to the device: (class as written, line).
+    placed: list[tuple[str, int]] = field(default_factory=list)
     #: Whether the module star-imports anything (set as imports are bound).
     star_imports: bool = False

@@ -22,6 +22,7 @@ from torchwise.review.engine.context import (
     pass_through_arguments,
 )
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensors import ACCEL
 
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
 
@@ -133,6 +134,8 @@ class Tracker:
             self._load_key(bound)
         if bound is not None and bound.kind == F.OPTIMIZER and bound.model is not None:
             self._optimised_is_a_model(bound.model)
+        if bound is not None and bound.kind == F.MODULE and value is not None:
+            self._note_placement(bound, value)
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Constant)
@@ -142,6 +145,32 @@ class Tracker:
                 self._freeze(target, node)
         for target in targets:
             self._bind_target(target, value, bound)
+
+    def _expr(self, node: ast.Expr) -> None:
+        """``model.to(device)`` as a statement moves the module in place (a
+        tensor's ``.to`` returns a copy instead: nothing to rebind)."""
+        self.children(node)
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            return
+        method = call.func.attr
+        if method not in {"to", "cuda", "cpu"}:
+            return
+        ctx = self.ctx
+        receiver = call.func.value
+        value = ctx.value_of(receiver)
+        if value is None or not (value.kind == F.MODULE or (value.kind is None and value.origin)):
+            return
+        moved = value.but(tensor=ctx.moved(call, value.tensor, method))
+        ctx.bind(receiver, moved)
+        self._note_placement(moved, call)
+
+    def _note_placement(self, value: Value, node: ast.AST) -> None:
+        """Remember a model of a known class moved to the device (the index
+        tells each class's forward that its inputs live there)."""
+        place = None if value.tensor is None else value.tensor.place
+        if place is not None and place.device == ACCEL and value.origin is not None:
+            self.ctx.module.placed.append((value.origin, getattr(node, "lineno", 0)))
 
     def _freeze(self, target: ast.expr, node: ast.AST) -> None:
         """``p.requires_grad = False`` in ``for p in X.parameters():``."""
@@ -224,8 +253,11 @@ class Tracker:
                     for item, at in returns
                 ]
             return [bound.but(activation=None)] * count
-        if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR):
+        if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR, F.DATASET):
             return [bound] * count  # `encoder, decoder = torch.load(...)`
+        if bound.kind == F.TENSORS and bound.tensor is not None:
+            element = bound.but(kind=F.TENSOR, tensor=bound.tensor.but(container=False))
+            return [element] * count  # `x, y = batch`
         return [None] * count
 
     def _aug_assign(self, node: ast.AugAssign) -> None:

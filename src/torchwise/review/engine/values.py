@@ -15,7 +15,16 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from torchwise.review.engine import facts as F
+from torchwise.review.engine import tensors as T
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensor_values import (
+    DTYPE,
+    WRAPPERS,
+    TensorReader,
+    elementwise,
+    subscript_items,
+)
+from torchwise.review.engine.tensors import TensorInfo
 
 if TYPE_CHECKING:
     from torchwise.review.engine.context import Context, Scope
@@ -129,12 +138,14 @@ def kind_from_callee(qualname: str) -> str | None:
         return F.MODULE
     if qualname.startswith("torchvision.models.") and last[:1].islower():
         return F.MODULE  # torchvision.models.resnet18(...)
-    if qualname.startswith("torch.utils.data.") and last.endswith("Dataset"):
+    if qualname.startswith("torch.utils.data.") and (
+        last.endswith("Dataset") or last in {"random_split", "Subset"}
+    ):
         return F.DATASET
     return None
 
 
-class ValueReader:
+class ValueReader(TensorReader):
     """Mixin of :class:`~.context.Context`: what an expression holds."""
 
     project: ProjectView
@@ -171,22 +182,21 @@ class ValueReader:
         if isinstance(expr, ast.Call):
             return self.value_of_call(expr)
         if isinstance(expr, ast.BinOp):
-            return self._combine(self.value_of(expr.left), self.value_of(expr.right))
+            left, right = self.value_of(expr.left), self.value_of(expr.right)
+            return _with_tensor(
+                self._combine(left, right),
+                elementwise(_tensor(left), _tensor(right)),
+            )
+        if isinstance(expr, ast.Compare):
+            return self._compared(expr)
         if isinstance(expr, ast.Subscript):
-            inner = self.value_of(expr.value)
-            if inner is None:
-                return None
-            if inner.kind == F.LOADED:  # an item of a loaded checkpoint: ckpt["model"]
-                key = expr.slice
-                text = key.value if isinstance(key, ast.Constant) else None
-                return inner.but(key=text if isinstance(text, str) else None)
-            if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
-                return inner.but(kind=F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR)
-            return None
-        if isinstance(expr, ast.Attribute) and expr.attr == "data":
-            inner = self.value_of(expr.value)
-            if inner is not None and inner.kind in (F.LOSS, F.OUTPUT, F.TENSOR):
-                return inner.but(through=frozenset(), crossing=None)
+            return self._item(expr)
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return self._container([self.value_of(item) for item in expr.elts], expr)
+        if isinstance(expr, ast.Attribute):
+            found = self._attribute(expr)
+            if found is not UNSET:
+                return found
         name = self.dotted(expr)
         if name is None:
             return None
@@ -201,6 +211,83 @@ class ValueReader:
         if kind is not None:
             return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
         return found
+
+    def _compared(self, expr: ast.Compare) -> Value | None:
+        """``a == b``, ``a < b``: a boolean tensor when a tensor is compared."""
+        values = [self.value_of(operand) for operand in (expr.left, *expr.comparators)]
+        info: TensorInfo | None = None
+        for value in values:
+            info = elementwise(info, _tensor(value)) if info is not None else _tensor(value)
+        if info is None and not any(_is_tensor(value) for value in values):
+            return None
+        return Value(F.TENSOR, tensor=info, node=expr)
+
+    def _item(self, expr: ast.Subscript) -> Value | None:
+        """``x[...]``: an item of a loaded checkpoint, of a container of tensors,
+        or a part of a tensor (a view of it for basic indexing)."""
+        inner = self.value_of(expr.value)
+        if inner is None:
+            return None
+        if inner.kind == F.LOADED:  # an item of a loaded checkpoint: ckpt["model"]
+            key = expr.slice
+            text = key.value if isinstance(key, ast.Constant) else None
+            return inner.but(key=text if isinstance(text, str) else None)
+        info = inner.tensor
+        if inner.kind == F.TENSORS or (info is not None and info.container):
+            element = None if info is None else info.but(container=False)
+            return Value(F.TENSOR, tensor=element, node=expr)
+        if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
+            kind = F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR
+            if info is None:
+                return inner.but(kind=kind, node=expr)
+            items = subscript_items(expr.slice)
+            basic = "other" not in items
+            base = self.dotted(expr.value) if basic else None
+            part = TensorInfo(
+                place=info.place,
+                dims=T.indexed(info.dims, items),
+                batched=info.nonscalar and ("slice" in items or "none" in items),
+                alias=base or (info.alias if basic else None),
+                alias_line=expr.lineno if base else info.alias_line,
+            )
+            return inner.but(kind=kind, tensor=part, node=expr)
+        return None
+
+    def _attribute(self, expr: ast.Attribute) -> Value | None:
+        """``x.data``, ``x.T``, ``x.device``; UNSET when the attribute is an
+        ordinary name to look up."""
+        attr = expr.attr
+        if attr not in {"data", "T", "mT", "H", "mH", "device"}:
+            return UNSET  # type: ignore[no-any-return]
+        inner = self.value_of(expr.value)
+        if inner is None or inner.kind not in (F.LOSS, F.OUTPUT, F.TENSOR):
+            return UNSET  # type: ignore[no-any-return]
+        info = inner.tensor
+        if attr == "device":
+            place = None if info is None else info.place
+            return Value(F.DEVICE, tensor=TensorInfo(place=place), node=expr)
+        base = self.dotted(expr.value)
+        view = None
+        if info is not None:
+            dims = None if info.dims is None else tuple(None for _ in info.dims)
+            view = info.but(alias=base or info.alias, alias_line=expr.lineno, dims=dims)
+            if attr == "data":
+                view = view.but(dims=info.dims)
+        if attr == "data":
+            return inner.but(through=frozenset(), crossing=None, tensor=view, node=expr)
+        return inner.but(kind=F.TENSOR, activation=None, tensor=view, node=expr)
+
+    def _container(self, values: list[Value | None], node: ast.AST) -> Value | None:
+        """A tuple or list literal of tensors: what every element holds, when they agree."""
+        infos = [_tensor(value) for value in values]
+        if not values or not all(_is_tensor(value) for value in values):
+            return None
+        places = [None if info is None else info.place for info in infos]
+        devices = {None if place is None else place.device for place in places}
+        place = places[0] if len(devices) == 1 else None
+        batched = all(info is not None and info.nonscalar for info in infos)
+        element = TensorInfo(place=place, batched=batched, container=True)
+        return Value(F.TENSORS, tensor=element, node=node)
 
     def kind_of_call(self, call: ast.Call) -> str | None:
         value = self.value_of_call(call)
@@ -234,6 +321,7 @@ class ValueReader:
                 crossing=_consumed(through[1], call),
                 flags=callee.flags,
                 node=call,
+                tensor=self.loss_tensor(call, callee.flags),
             )
         if callee.kind in (F.MODULE, F.LOADED):  # a loaded object that is called is a model
             return self._model_output(call, self.dotted(func), callee)
@@ -253,8 +341,18 @@ class ValueReader:
                 name = qualname[8:]
                 is_module = any(name in scope.module_classes for scope in self.scopes)
                 return Value(F.MODULE if is_module else None, origin=qualname, node=call)
+        if qualname == "torch.device":
+            place = (
+                self.place_of_device(call.args[0], call.lineno, "`torch.device`")
+                if call.args
+                else None
+            )
+            return Value(
+                F.DEVICE, tensor=TensorInfo(place=None if place is DTYPE else place), node=call
+            )
         kind = kind_from_callee(qualname)
         if kind is None:
+            info = self.torch_tensor(call, qualname)
             if (
                 qualname.startswith("torch.")
                 and qualname.rsplit(".", 1)[-1][:1].islower()
@@ -262,29 +360,43 @@ class ValueReader:
             ):
                 combined = self._combine_all(call.args)  # torch.sum(loss), torch.cat([...])
                 if combined is not None and combined.kind == F.LOSS and qualname in _BATCHING:
-                    return combined.but(kind=F.TENSOR)  # losses stacked: a vector, not a loss
+                    return combined.but(kind=F.TENSOR, tensor=info)  # losses stacked: a vector
                 if combined is not None:
-                    return combined
+                    return combined.but(tensor=info, node=call)
+            if info is not None:
+                return Value(F.TENSOR, origin=qualname, node=call, tensor=info)
             # Unknown here, but the index may know it: keep where it came from.
             return Value(None, origin=qualname, node=call)
         if kind == F.OPTIMIZER:
             return Value(kind, origin=qualname, model=optimised_model(call), node=call)
         if kind == F.LOSS:
             through, crossing = self._through(call.args)
+            flags = _reduction_flags(call)
             return Value(
                 kind,
                 origin=qualname,
                 through=through,
                 crossing=_consumed(crossing, call),
-                flags=_reduction_flags(call),
+                flags=flags,
                 node=call,
+                tensor=self.loss_tensor(call, flags),
             )
         if kind == F.LOSS_FN:
             return Value(kind, origin=qualname, flags=_reduction_flags(call), node=call)
         if kind == F.MODULE:
             return self._layer(call, qualname)
+        if kind == F.DATASET:
+            return Value(
+                kind, origin=qualname, node=call, tensor=self.dataset_tensor(call, qualname)
+            )
         if kind == F.LOADER:
-            return Value(kind, origin=qualname, node=call, flags=self._loader_flags(call))
+            return Value(
+                kind,
+                origin=qualname,
+                node=call,
+                flags=self._loader_flags(call),
+                tensor=self.batch_of(call),
+            )
         return Value(kind, origin=qualname, node=call)
 
     def _value_of_method(self, call: ast.Call, func: ast.Attribute) -> Value | None:
@@ -292,28 +404,42 @@ class ValueReader:
         method = func.attr
         passed = pass_through_arguments(call)
         if passed is not None and len(passed) == 1:
-            return self.value_of(passed[0])  # `model = accelerator.prepare(model)`
+            # `model = accelerator.prepare(model)`: the same object, on the device
+            return self.prepared(self.value_of(passed[0]), call)
         if receiver is None:
             if method in {"softmax", "sigmoid", "log_softmax"}:
                 return self._activated(call, method, func.value)
             return self.project.value_of_call(self._ctx, call)
         kind = receiver.kind
+        movable = kind == F.MODULE or (kind is None and receiver.origin)
+        if movable and method in {"to", "cuda", "cpu"}:
+            return receiver.but(tensor=self.moved(call, receiver.tensor, method))
         if kind == F.MODULE and method in _SELF_RETURNING:
             return receiver
-        if kind is None and receiver.origin and method in {"to", "cuda", "cpu", "train", "eval"}:
+        if kind is None and receiver.origin and method in {"train", "eval"}:
             return receiver  # an instance of a class we will know from the index
+        if kind == F.TENSORS and method in {"to", "cuda", "cpu"}:
+            return receiver.but(tensor=self.moved(call, receiver.tensor, method))
+        if kind == F.TENSORS and method in {"values", "items", "copy"}:
+            return receiver
         if kind in (F.MODULE, F.LOADED) and method == "forward":
             return self._model_output(call, self.dotted(func.value), receiver)
         if kind == F.PARSER and method in {"parse_args", "parse_known_args"}:
             return Value(F.NAMESPACE, node=call)
         if kind in (F.LOSS, F.OUTPUT, F.TENSOR):
+            info = self.tensor_method(
+                call, receiver.tensor or T.NOTHING, method, self.dotted(func.value)
+            )
             if method in {"softmax", "sigmoid", "log_softmax"}:
                 return self._activated(call, method, func.value)
+            if method in {"detach", "detach_"}:
+                return Value(F.TENSOR, tensor=info, node=call)
             if method in _DETACHING:
                 return Value(F.TENSOR)
             if method in _GRAPH_KEEPING:
-                return receiver.but(activation=None) if method not in {"to", "float"} else receiver
-            return None
+                kept = receiver.but(activation=None) if method not in {"to", "float"} else receiver
+                return kept.but(tensor=info, node=call)
+            return None if info is None else Value(F.TENSOR, tensor=info, node=call)
         if kind == F.LOADED and method in _SELF_RETURNING:
             return receiver  # `torch.load(...).to(device)`: still what was loaded
         if kind == F.LOADED and method in {"get", "pop"} and call.args:
@@ -343,6 +469,10 @@ class ValueReader:
         activation = ACTIVATION_MODULES.get(qualname)
         if activation is not None:
             return Value(F.MODULE, origin=qualname, activation=activation, node=call)
+        if qualname in WRAPPERS and call.args:
+            wrapped = self.value_of(call.args[0])  # DDP(model), torch.compile(model)
+            tensor = None if wrapped is None else wrapped.tensor
+            return Value(F.MODULE, origin=qualname, node=call, tensor=tensor)
         flags: set[str] = set()
         node: ast.AST = call
         if qualname in {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}:
@@ -388,6 +518,7 @@ class ValueReader:
             activation_at=activation_at,
             node=call,
             flags=_MODEL_ACTIVATION if activation else frozenset(),
+            tensor=self.output_of(call, model, name),
         )
 
     def _activated(self, call: ast.Call, activation: str, operand: ast.expr | None = None) -> Value:
@@ -395,9 +526,12 @@ class ValueReader:
             operand = call.args[0] if call.args else None
         inner = None if operand is None else self.value_of(operand)
         at = (None, call.lineno)
+        info = None if inner is None or inner.tensor is None else inner.tensor.but(alias=None)
         if inner is not None and inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
-            return inner.but(kind=F.OUTPUT, activation=activation, activation_at=at, node=call)
-        return Value(F.TENSOR, activation=activation, activation_at=at, node=call)
+            return inner.but(
+                kind=F.OUTPUT, activation=activation, activation_at=at, node=call, tensor=info
+            )
+        return Value(F.TENSOR, activation=activation, activation_at=at, node=call, tensor=info)
 
     def _through(self, args: list[ast.expr]) -> tuple[frozenset[str], F.Crossing | None]:
         models: set[str] = set()
@@ -515,3 +649,21 @@ def optimised_model(call: ast.Call) -> str | None:
                 return None
             models.add(name)
     return models.pop() if len(models) == 1 else None
+
+
+def _tensor(value: Value | None) -> TensorInfo | None:
+    return None if value is None else value.tensor
+
+
+def _is_tensor(value: Value | None) -> bool:
+    return value is not None and value.kind in (F.TENSOR, F.OUTPUT, F.LOSS, F.TENSORS)
+
+
+def _with_tensor(value: Value | None, info: TensorInfo | None) -> Value | None:
+    """``value`` with the tensor facts of the expression (a tensor of unknown
+    kind when only the facts are known)."""
+    if info is None:
+        return value
+    if value is None:
+        return Value(F.TENSOR, tensor=info)
+    return value.but(tensor=info)

@@ -39,6 +39,11 @@ class ProjectView:
     def is_module_class(self, ctx: Context, written: str) -> bool:
         return False
 
+    def placement(self, class_id: str) -> tuple[str, int] | None:
+        """(file, line) where the project moves a model of this class, or a
+        model it is part of, to the device; None when it never does."""
+        return None
+
     def value_of_call(self, ctx: Context, call: ast.Call) -> Value | None:
         """A call to a project class (an instance) or function (what it returns)."""
         return None

@@ -24,6 +24,7 @@ from torchwise.review.engine.context import (
 )
 from torchwise.review.engine.dispatch import LEAF_TYPES, fields_of, subscriptions
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensors import ACCEL, Place, TensorInfo
 from torchwise.review.engine.tracking import Tracker, builds_model
 from torchwise.review.engine.view import ProjectView
 from torchwise.review.registry import Rule, all_rules
@@ -134,6 +135,7 @@ class Walk(Tracker):
             ast.AugAssign: self._aug_assign,
             ast.If: self._if,
             ast.Try: self._try,
+            ast.Expr: self._expr,
         }
         # node type -> the one function that visits such a node (None: skipped),
         # decided when the type is first met (see _visitor).
@@ -370,11 +372,14 @@ class Walk(Tracker):
             function.target = ctx.project.own(node.name)
         scope = Scope("function")
         passed = ctx.project.parameter_values(function)
+        placed = self._input_place(function) if in_module_class else None
         for arg in arguments:
             kind = self._kind_of_annotation(arg.annotation)
             if arg.arg in ctx.scopes[0].imports or any(arg.arg in s.imports for s in ctx.scopes):
                 scope.imports[arg.arg] = ""  # a parameter shadows an import of the same name
             value = passed.get(arg.arg) or (None if kind is None else Value(kind))
+            if value is None and placed is not None and _tensor_input(node, arg):
+                value = Value(F.TENSOR, tensor=placed)
             if value is not None:
                 scope.values[arg.arg] = [Binding(value, ())]
         # A nested function's body does not run where it is defined: it starts
@@ -408,6 +413,7 @@ class Walk(Tracker):
             iterated = _iterated(node.iter)
             loop.iterated = ctx.dotted(iterated)
             loop.iterates = ctx.value_of(iterated)
+            self._bind_batches(node, loop.iterates)
         ctx.loops.append(loop)
         saved_branch = ctx.branch
         self.visit_all(node, node.body)
@@ -417,6 +423,40 @@ class Walk(Tracker):
         ctx.branch = saved_branch
         (ctx.function.loops if ctx.function else ctx.module.loops).append(loop)
         self.fire("leave_loop", loop, node)
+
+    def _bind_batches(self, loop: ast.For | ast.AsyncFor, iterates: Value | None) -> None:
+        """``for x, y in loader``: each name holds what a batch holds (when the
+        loader's dataset shows it: see TensorReader.batch_of)."""
+        info = None if iterates is None else iterates.tensor
+        if iterates is None or iterates.kind not in (F.LOADER, F.TENSORS) or info is None:
+            return
+        target = _batches_target(loop)
+        if target is None:
+            return
+        element = info.but(container=False)
+        if isinstance(target, (ast.Name, ast.Attribute)):
+            kind = F.TENSORS if iterates.kind == F.LOADER else F.TENSOR
+            self.ctx.bind(target, Value(kind, tensor=info if kind == F.TENSORS else element))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for item in target.elts:
+                if isinstance(item, (ast.Name, ast.Attribute)):
+                    self.ctx.bind(item, Value(F.TENSOR, tensor=element))
+
+    def _input_place(self, function: F.FunctionFacts) -> TensorInfo | None:
+        """What the inputs of a module's ``forward`` hold when the project moves
+        the module to the device: tensors there (a caller that passes them on
+        the CPU is where the crash is)."""
+        frame = self.ctx.classes[-1] if self.ctx.classes else None
+        if frame is None or function.name != "forward":
+            return None
+        placement = self.ctx.project.placement(self.ctx.project.own(frame.node.name))
+        if placement is None:
+            return None
+        where, line = placement
+        name = frame.node.name
+        why = f"an input of `{name}.forward`, and the project moves `{name}` to the device"
+        path = None if where == self.ctx.path else where
+        return TensorInfo(place=Place(ACCEL, line, why, path), batched=True)
 
     def _context_kind(self, expr: ast.expr) -> str | None:
         target = expr.func if isinstance(expr, ast.Call) else expr
@@ -556,3 +596,44 @@ def _iterated(expr: ast.expr) -> ast.expr:
             break
         expr = expr.args[0]
     return expr
+
+
+def _tensor_input(function: ast.FunctionDef | ast.AsyncFunctionDef, arg: ast.arg) -> bool:
+    """A parameter of ``forward`` that holds a tensor: not ``self``, annotated as
+    a tensor or not annotated, without a default other than None."""
+    if arg.arg in {"self", "cls"} or function.name != "forward":
+        return False
+    if arg.annotation is not None and "Tensor" not in ast.unparse(arg.annotation):
+        return False
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults: dict[str, ast.expr | None] = dict.fromkeys(a.arg for a in positional)
+    for item, given in zip(positional[::-1], arguments.defaults[::-1], strict=False):
+        defaults[item.arg] = given
+    for item, kw_given in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        defaults[item.arg] = kw_given
+    found = defaults.get(arg.arg)
+    return found is None or (isinstance(found, ast.Constant) and found.value is None)
+
+
+#: Wrappers a loop iterates through without changing the items (``tqdm(loader)``).
+_ITEM_WRAPPERS = {"tqdm", "iter", "progress_bar", "track", "trange"}
+
+
+def _batches_target(loop: ast.For | ast.AsyncFor) -> ast.expr | None:
+    """What receives each batch: ``x`` in ``for x in loader`` and ``for i, x in
+    enumerate(tqdm(loader))``; None for ``zip(...)`` and other shapes."""
+    expr, target = loop.iter, loop.target
+    while isinstance(expr, ast.Call) and len(expr.args) >= 1:
+        func = expr.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name == "enumerate":
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                return None
+            target = target.elts[1]
+        elif name in {"zip", "map", "filter", "sorted", "reversed", "chain", "islice"}:
+            return None
+        elif name not in _ITEM_WRAPPERS:
+            break  # the iterable itself: `DataLoader(dataset, ...)`
+        expr = expr.args[0]
+    return target

@@ -113,6 +113,7 @@ class ProjectIndex:
         self._resolved: dict[tuple[str, tuple[str, ...]], str | None] = {}
         self._callers: dict[str, list[CallSite]] | None = None
         self._saves: list[tuple[str, SaveFact]] | None = None
+        self._placements: dict[str, tuple[str, int]] | None = None
         self._dependencies: dict[str, frozenset[str]] = {}
         self._component_digests: dict[int, str] = {}
 
@@ -353,6 +354,41 @@ class ProjectIndex:
         model = ClassModel(class_id, fact, is_module, dropout, batchnorm, unknown, override, frozen)
         self._classes[class_id] = model
         return model
+
+    # -- devices ------------------------------------------------------------------
+    def placement(self, class_id: str) -> tuple[str, int] | None:
+        """(file, line) where the project moves a model of this class to the
+        device: directly, as a part (an attribute or layer) of a model that is
+        moved, or as the base of one."""
+        if self._placements is None:
+            self._placements = self._placed_classes()
+        return self._placements.get(class_id)
+
+    def _placed_classes(self) -> dict[str, tuple[str, int]]:
+        found: dict[str, tuple[str, int]] = {}
+        pending: list[str] = []
+        for path, summary in self.summaries.items():
+            for written, line in summary.placed:
+                class_id = self.resolve(written, path)
+                if class_id is not None and class_id not in found and self.klass(class_id):
+                    found[class_id] = (path, line)
+                    pending.append(class_id)
+        while pending:
+            current = pending.pop()
+            fact = self._class_fact(current)
+            if fact is None:
+                continue
+            path = current.partition("::")[0]
+            parts = [a.origin for a in fact.attributes.values() if a.origin]
+            for written in [*parts, *fact.layers, *fact.bases]:
+                part = self.resolve(written, path)
+                if part is None or part in found:
+                    continue
+                model = self.klass(part)
+                if model is not None and model.is_module:
+                    found[part] = found[current]
+                    pending.append(part)
+        return found
 
     # -- effects ------------------------------------------------------------------
     def effects(self, function_id: str) -> frozenset[str]:

@@ -31,6 +31,8 @@ class ArgFact:
     line: int | None = None  # where the value (or its activation) was made
     guessed: bool = False  # known only from the name it has (`model`, `loader`)
     flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
+    #: A tensor's device, with the evidence: [device, line, why, has dimensions].
+    tensor: list[str | int | bool] | None = None
 
 
 @dataclass
@@ -94,6 +96,15 @@ class ClassFact:
     #: The first input layer built in __init__ and its leading integer arguments:
     #: ["torch.nn.Conv2d", 3, 64] (what an example input must look like).
     first_layer: list[str | int] = field(default_factory=list)
+    #: Whether a method moves a tensor (``.to(...)``, ``.cuda()``, ``device=``):
+    #: a dataset that does may hand out tensors on the device.
+    moves_tensors: bool = False
+    #: Whether ``forward`` moves one of its inputs (``x = x.to(self.device)``):
+    #: calling it with CPU tensors is then fine.
+    moves_inputs: bool = False
+    #: Whether the class changes how it is moved (defines ``_apply``, ``to`` or
+    #: ``cuda``): its plain tensor attributes may move with it.
+    custom_move: bool = False
 
 
 @dataclass
@@ -118,6 +129,8 @@ class ModuleSummary:
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     saves: list[SaveFact] = field(default_factory=list)
     entry_point: bool = False
+    #: Models of the file's classes moved to the device: [class as written, line].
+    placed: list[tuple[str, int]] = field(default_factory=list)
     parsed: bool = True
     #: A hash of the source it summarises: a summary is a function of its text.
     source_hash: str = ""
@@ -176,6 +189,7 @@ class ModuleSummary:
             functions={k: function(v) for k, v in data["functions"].items()},
             saves=[SaveFact(**s) for s in data["saves"]],
             entry_point=data["entry_point"],
+            placed=[(str(item[0]), int(item[1])) for item in data["placed"]],
             parsed=data["parsed"],
             source_hash=data["source_hash"],
         )

@@ -63,6 +63,10 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
             fact.line = value.activation_at[1]  # where the activation is applied
         fact.guessed = "guessed" in value.flags
         fact.flags = sorted(value.flags - {"guessed"})
+        info = value.tensor
+        if info is not None and info.place is not None:
+            place = info.place
+            fact.tensor = [place.device, place.line, place.why, info.nonscalar]
     return fact
 
 
@@ -247,6 +251,17 @@ class Summarizer(Rule):
                     _sets_mode(call, first) for call in method.calls
                 ) or _assigns_training(method.node)
         fact.layers = sorted(layers)
+        fact.moves_tensors = any(
+            _moves_a_tensor(call) for method in methods for call in method.calls
+        )
+        fact.custom_move = bool({"_apply", "to", "cuda"} & set(fact.methods))
+        forward = next((m for m in methods if m.name == "forward"), None)
+        if forward is not None:
+            inputs = set(forward.params) - {"self"}
+            fact.moves_inputs = any(
+                c.method in {"to", "cuda"} and (c.receiver or "").split(".", 1)[0] in inputs
+                for c in forward.calls
+            )
         fact.frozen = _frozen_at_construction(node.name, methods, ctx)
         init = next((m for m in methods if m.name == "__init__"), None)
         if init is not None and isinstance(init.node, ast.FunctionDef):
@@ -262,6 +277,7 @@ class Summarizer(Rule):
         self.summary.imports = {
             name: target for name, target in ctx.scopes[0].imports.items() if target
         }
+        self.summary.placed = list(dict.fromkeys(module.placed))
 
     def _function(
         self,
@@ -297,6 +313,13 @@ class Summarizer(Rule):
             inner = [index[id(call)] for call in loop.calls if id(call) in index]
             fact.loops.append(LoopFact(loop.iterated, effects, inner))
         return fact
+
+
+def _moves_a_tensor(call: F.CallEvent) -> bool:
+    """``x.to(...)``, ``x.cuda()``, ``torch.zeros(..., device=d)``."""
+    if call.method in {"to", "cuda", "pin_memory"}:
+        return True
+    return any(item.arg == "device" for item in call.node.keywords)
 
 
 _INPUT_LAYERS = {

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensors import Place, TensorInfo
 from torchwise.review.engine.view import ProjectView
 from torchwise.review.index.project import ProjectIndex
 from torchwise.review.index.records import CallSite, ClassModel, TorchRange
@@ -51,6 +52,9 @@ class IndexView(ProjectView):
         class_id = self.class_id(written)
         return None if class_id is None else self.index.klass(class_id)
 
+    def placement(self, class_id: str) -> tuple[str, int] | None:
+        return self.index.placement(class_id)
+
     def is_module_class(self, ctx: Context, written: str) -> bool:
         model = self.klass(written)
         return model is not None and model.is_module
@@ -76,7 +80,30 @@ class IndexView(ProjectView):
         origin = returned.origin
         if origin is not None and self.klass(origin) is None and target is not None:
             origin = _requalify(origin, target, self)
-        return Value(returned.kind, origin=origin, activation=returned.activation, node=call)
+        tensor = None if target is None else self._returned_tensor(returned, target, call)
+        return Value(
+            returned.kind,
+            origin=origin,
+            activation=returned.activation,
+            node=call,
+            tensor=tensor,
+        )
+
+    def _returned_tensor(self, returned: ArgFact, target: str, call: ast.Call) -> TensorInfo | None:
+        """Where the tensors a project function returns live, as its summary says."""
+        if returned.tensor is None:
+            return None
+        device, line, why, nonscalar = returned.tensor
+        path, _, qualname = target.partition("::")
+        shown = qualname.rsplit(".", 1)[-1]
+        place = Place(
+            str(device),
+            int(line),
+            f"returned by `{shown}`: {why}",
+            None if path == self.path else path,
+        )
+        container = returned.kind == F.TENSORS
+        return TensorInfo(place=place, batched=bool(nonscalar), container=container)
 
     def _written_name(self, name: str) -> str:
         summary = self.index.summaries.get(self.path)
@@ -137,6 +164,7 @@ class IndexView(ProjectView):
         if function.class_name is not None and params[:1] in (["self"], ["cls"]):
             params = params[1:]
         seen: dict[str, set[tuple[str | None, str | None, bool, tuple[str, ...]]]] = {}
+        devices: dict[str, dict[tuple[str, bool] | None, TensorInfo]] = {}
         for site in sites:
             passed = dict(zip(params, site.fact.args, strict=False))
             passed.update(site.fact.keywords)
@@ -146,14 +174,31 @@ class IndexView(ProjectView):
                 guessed = arg is not None and arg.guessed
                 flags = tuple(arg.flags) if arg is not None else ()
                 seen.setdefault(name, set()).add((kind, origin, guessed, flags))
+                tensor = _passed_tensor(arg, site, self.path)
+                key = (
+                    None
+                    if tensor is None or tensor.place is None
+                    else (
+                        tensor.place.device,
+                        tensor.nonscalar,
+                    )
+                )
+                devices.setdefault(name, {}).setdefault(key, tensor or TensorInfo())
         values = {}
         for name, keys in seen.items():
             kinds = {kind for kind, _, _, _ in keys}
+            agreed = devices.get(name, {})
+            tensor = next(iter(agreed.values())) if len(agreed) == 1 else None
             if len(keys) == 1:
                 kind, origin, guessed, flags = next(iter(keys))
                 if kind is not None:
                     mark = {"guessed"} if guessed else set()
-                    values[name] = Value(kind, origin=origin, flags=frozenset({*flags, *mark}))
+                    values[name] = Value(
+                        kind,
+                        origin=origin,
+                        flags=frozenset({*flags, *mark}),
+                        tensor=tensor if tensor is not None and tensor.place else None,
+                    )
             elif kinds <= {F.MODULE, F.LOADED}:
                 # Different models at different call sites: still a model, of no one class.
                 guessed = all(g for _, _, g, _ in keys)
@@ -212,3 +257,18 @@ def _requalify(origin: str, target: str, view: IndexView) -> str | None:
     if resolved is None or index.klass(resolved) is None:
         return None
     return f"<id>{resolved}"
+
+
+def _passed_tensor(arg: ArgFact | None, site: CallSite, here: str) -> TensorInfo | None:
+    """What a call site says of the tensor it passes (a loader's batches, a
+    model's device, a tensor's), with the site named in the evidence."""
+    if arg is None or arg.tensor is None:
+        return None
+    device, line, why, nonscalar = arg.tensor
+    path = None if site.path == here else site.path
+    place = Place(str(device), int(line), f"passed by the caller: {why}", path)
+    return TensorInfo(
+        place=place,
+        batched=bool(nonscalar),
+        container=arg.kind in (F.LOADER, F.TENSORS),
+    )
