@@ -282,7 +282,7 @@ class TensorReader:
             elif not isinstance(arg, ast.Constant):
                 info = self.tensor_of(arg)
                 if info is not None and info.container:
-                    info = info.but(container=False)
+                    info = info.element()
                 found.append(info)
         return found
 
@@ -312,10 +312,26 @@ class TensorReader:
         if place is not None and place.device == ACCEL:
             shown = f"`{name}`" if name else "the model"
             why = f"the output of {shown}, which is moved to the device"
-            return TensorInfo(place=Place(ACCEL, place.line, why, place.path), batched=True)
+            inputs = [info for info in self._tensor_arguments(call) if info is not None]
+            output = TensorInfo(place=Place(ACCEL, place.line, why, place.path), batched=True)
+            return self._output_shape(model, inputs, output)
         inputs = [info for info in self._tensor_arguments(call) if info is not None]
         combined = T.combined_place([info.place for info in inputs]) if inputs else None
-        return TensorInfo(place=combined, batched=True)
+        return self._output_shape(model, inputs, TensorInfo(place=combined, batched=True))
+
+    def _output_shape(
+        self, model: Value, inputs: list[TensorInfo], output: TensorInfo
+    ) -> TensorInfo:
+        """A model with one output feature (``nn.Linear(k, 1)`` last) applied to a
+        batch gives a column ``(N, 1)``."""
+        one = "one-output" in model.flags
+        if not one and model.origin:
+            returned = self.project.returns(model.origin)
+            one = len(returned) == 1 and _unit(returned[0][0].tensor) == "linear-1"
+        if not one:
+            return output
+        batch = bool(inputs) and inputs[0].nonscalar
+        return output.but(dims=(None, 1) if batch else None, unit_dim="linear-1")
 
     def loss_tensor(self, call: ast.Call, flags: frozenset[str]) -> TensorInfo:
         """A loss: where its inputs are; one number unless asked per element."""
@@ -340,14 +356,22 @@ class TensorReader:
             return None
         value = self.value_of(dataset)
         name = self.text(dataset)
-        place = None if value is None else _dataset_place(value, self.project)
-        if place is None or place.device != CPU:
+        items = None if value is None else _dataset_items(value, self.project)
+        place = None if items is None else items.place
+        if items is None or place is None or place.device != CPU:
             return None
-        return TensorInfo(
-            place=Place(CPU, loader.lineno, f"a batch of the loader over `{name}`: {place.why}"),
-            batched=True,
-            container=True,
-        )
+        batch_place = Place(CPU, loader.lineno, f"a batch of the loader over `{name}`: {place.why}")
+        elements = None
+        if items.elements is not None and not _collates_differently(loader):
+            elements = tuple(
+                TensorInfo(
+                    place=batch_place,
+                    dims=None if item.dims is None else (None, *item.dims),
+                    batched=True,
+                )
+                for item in items.elements
+            )
+        return TensorInfo(place=batch_place, batched=True, container=True, elements=elements)
 
     def dataset_tensor(self, call: ast.Call, qualname: str) -> TensorInfo | None:
         """``TensorDataset(a, b)``, ``random_split(ds, ...)``, ``Subset(ds, ...)``:
@@ -357,17 +381,21 @@ class TensorReader:
             infos = self._tensor_arguments(call)
             if not infos or any(info is None or info.place is None for info in infos):
                 return None
-            place = T.combined_place([info.place for info in infos if info is not None])
+            known = [info for info in infos if info is not None]
+            place = T.combined_place([info.place for info in known])
             if place is None:
                 return None
             why = "a `TensorDataset` of CPU tensors" if place.device == CPU else "on the device"
-            return TensorInfo(place=Place(place.device, call.lineno, why), container=True)
+            items = tuple(
+                TensorInfo(place=info.place, dims=None if info.dims is None else info.dims[1:])
+                for info in known
+            )
+            where = Place(place.device, call.lineno, why)
+            return TensorInfo(place=where, container=True, elements=items)
         if last in {"random_split", "Subset", "ConcatDataset"} and call.args:
             first = self.value_of(call.args[0])
             if first is not None:
-                place = _dataset_place(first, self.project)
-                if place is not None:
-                    return TensorInfo(place=place, container=True)
+                return _dataset_items(first, self.project)
         return None
 
     def prepared(self, value: Value | None, call: ast.Call) -> Value | None:
@@ -455,6 +483,8 @@ class TensorReader:
                 return TensorInfo(place=receiver.place)  # a dim we cannot read
         dims = T.reduced(receiver.dims, dim, keepdim)
         unit = "keepdim" if keepdim and dim is not None else None
+        if dims is None and unit is not None and dim in (1, -1) and receiver.nonscalar:
+            dims = (None, 1)  # scores (N, C) reduced over the classes: a column
         # Over dim d >= 1 the input had d + 1 dimensions: d are left.
         batched = dim is not None and (dim >= 1 or (keepdim and receiver.nonscalar))
         info = TensorInfo(place=receiver.place, dims=dims, unit_dim=unit, batched=batched)
@@ -504,9 +534,9 @@ def elementwise(left: TensorInfo | None, right: TensorInfo | None) -> TensorInfo
         return None
     if left is None:
         assert right is not None
-        return right.but(alias=None, unit_dim=None, container=False)
+        return right.but(alias=None, container=False)  # with a number: the same shape
     if right is None:
-        return left.but(alias=None, unit_dim=None, container=False)
+        return left.but(alias=None, container=False)
     return _elementwise(left, right)
 
 
@@ -600,16 +630,50 @@ def subscript_items(slice_: ast.expr) -> list[str]:
 _LIBRARY_DATASETS = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
 
 
-def _dataset_place(value: Value, project: ProjectView) -> Place | None:
-    """Where a dataset's items live, when the code shows it."""
+def _dataset_items(value: Value, project: ProjectView) -> TensorInfo | None:
+    """What a dataset's items hold, when the code shows it: where they live,
+    and for torchvision's classification sets and ``TensorDataset`` what each
+    element of an item is (an image, a label: a 0-dim number)."""
     if value.tensor is not None and value.tensor.place is not None:
-        return value.tensor.place
+        return value.tensor
     origin = value.origin or ""
     line = getattr(value.node, "lineno", 0)
     if origin.startswith(_LIBRARY_DATASETS):
-        return Place(CPU, line, f"`{origin.rsplit('.', 1)[-1]}` yields CPU tensors")
+        name = origin.rsplit(".", 1)[-1]
+        place = Place(CPU, line, f"`{name}` yields CPU tensors")
+        elements = None
+        node = value.node
+        relabelled = isinstance(node, ast.Call) and any(
+            item.arg in {"target_transform", "transforms", "target_type"} for item in node.keywords
+        )
+        if name in CLASSIFICATION_SETS and not relabelled:
+            elements = (TensorInfo(place=place, batched=True), TensorInfo(place=place, dims=()))
+        return TensorInfo(place=place, container=True, elements=elements)
     klass = project.klass(origin) if origin else None
     if klass is not None and not klass.fact.moves_tensors and "__getitem__" in klass.fact.methods:
         name = origin.rsplit(".", 1)[-1]
-        return Place(CPU, line, f"`{name}` never moves a tensor to a device")
+        return TensorInfo(
+            place=Place(CPU, line, f"`{name}` never moves a tensor to a device"), container=True
+        )
     return None
+
+
+#: torchvision datasets whose items are ``(image, class index)``.
+CLASSIFICATION_SETS = frozenset(
+    {
+        "MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100", "SVHN",
+        "STL10", "ImageFolder", "DatasetFolder", "ImageNet", "Caltech101", "Caltech256",
+        "Flowers102", "Food101", "StanfordCars", "FGVCAircraft", "GTSRB", "Country211",
+        "DTD", "EuroSAT", "PCAM", "RenderedSST2", "USPS", "SEMEION", "Places365",
+    }
+)  # fmt: skip
+
+
+def _collates_differently(loader: ast.Call) -> bool:
+    """A loader whose batches are not the default stack of items."""
+    return any(item.arg in {"collate_fn", "batch_sampler"} for item in loader.keywords)
+
+
+def _unit(tensor: list[str | int | bool] | None) -> str | None:
+    """The size-1 origin recorded with a returned tensor (see ArgFact.tensor)."""
+    return str(tensor[4]) or None if tensor is not None and len(tensor) > 4 else None

@@ -59,6 +59,8 @@ class TensorInfo:
     #: comparison must not broadcast against a vector: "keepdim", "linear-1".
     unit_dim: str | None = None
     container: bool = False  # a tuple, list or dict of such tensors
+    #: A container's items by position, when each is known (a batch's images, labels).
+    elements: tuple[TensorInfo, ...] | None = None
 
     @property
     def rank(self) -> int | None:
@@ -75,6 +77,13 @@ class TensorInfo:
 
     def but(self, **changes: object) -> TensorInfo:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def element(self, index: int | None = None) -> TensorInfo:
+        """What the container's item ``index`` holds (any item: None)."""
+        items = self.elements
+        if items is not None and index is not None and -len(items) <= index < len(items):
+            return items[index]
+        return self.but(container=False, elements=None)
 
 
 NOTHING = TensorInfo()

@@ -256,8 +256,8 @@ class Tracker:
         if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR, F.DATASET):
             return [bound] * count  # `encoder, decoder = torch.load(...)`
         if bound.kind == F.TENSORS and bound.tensor is not None:
-            element = bound.but(kind=F.TENSOR, tensor=bound.tensor.but(container=False))
-            return [element] * count  # `x, y = batch`
+            info = bound.tensor  # `x, y = batch`
+            return [bound.but(kind=F.TENSOR, tensor=info.element(i)) for i in range(count)]
         return [None] * count
 
     def _aug_assign(self, node: ast.AugAssign) -> None:

@@ -234,7 +234,13 @@ class ValueReader(TensorReader):
             return inner.but(key=text if isinstance(text, str) else None)
         info = inner.tensor
         if inner.kind == F.TENSORS or (info is not None and info.container):
-            element = None if info is None else info.but(container=False)
+            index = expr.slice
+            position = index.value if isinstance(index, ast.Constant) else None
+            element = (
+                None
+                if info is None
+                else info.element(position if isinstance(position, int) else None)
+            )
             return Value(F.TENSOR, tensor=element, node=expr)
         if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
             kind = F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR
@@ -286,7 +292,13 @@ class ValueReader(TensorReader):
         devices = {None if place is None else place.device for place in places}
         place = places[0] if len(devices) == 1 else None
         batched = all(info is not None and info.nonscalar for info in infos)
-        element = TensorInfo(place=place, batched=batched, container=True)
+        items = tuple(info for info in infos if info is not None)
+        element = TensorInfo(
+            place=place,
+            batched=batched,
+            container=True,
+            elements=items if len(items) == len(infos) else None,
+        )
         return Value(F.TENSORS, tensor=element, node=node)
 
     def kind_of_call(self, call: ast.Call) -> str | None:
@@ -487,6 +499,10 @@ class ValueReader(TensorReader):
                     if part.origin is None or not part.origin.startswith("torch.nn."):
                         flags.add("opaque")
             last = parts[-1] if parts and qualname == "torch.nn.Sequential" else None
+            flags.discard(ONE_OUTPUT)
+            shaping = [p for p in parts if p is None or p.origin not in SHAPE_KEEPING_LAYERS]
+            if qualname == "torch.nn.Sequential" and shaping and shaping[-1] is not None:
+                flags |= shaping[-1].flags & {ONE_OUTPUT}
             if last is not None and last.activation is not None:
                 return Value(
                     F.MODULE,
@@ -495,6 +511,8 @@ class ValueReader(TensorReader):
                     node=last.node or call,
                     flags=frozenset(flags),
                 )
+        elif qualname == "torch.nn.Linear" and _one_output(call):
+            flags.add(ONE_OUTPUT)
         elif _DROPOUT_LAYER.match(qualname):
             flags.add("dropout")
         elif _NORM_LAYER.match(qualname):
@@ -667,3 +685,22 @@ def _with_tensor(value: Value | None, info: TensorInfo | None) -> Value | None:
     if value is None:
         return Value(F.TENSOR, tensor=info)
     return value.but(tensor=info)
+
+
+#: A layer whose output has one feature: ``nn.Linear(k, 1)`` (a score or a regression).
+ONE_OUTPUT = "one-output"
+#: Layers that keep their input's shape (an activation after the last Linear).
+SHAPE_KEEPING_LAYERS = frozenset(
+    f"torch.nn.{name}"
+    for name in ("Sigmoid", "Tanh", "ReLU", "LeakyReLU", "Dropout", "Identity", "ELU", "GELU",
+                 "Softplus", "Hardtanh", "SiLU")
+)  # fmt: skip
+
+
+def _one_output(call: ast.Call) -> bool:
+    """``nn.Linear(k, 1)`` or ``nn.Linear(k, out_features=1)``."""
+    given = call.args[1] if len(call.args) > 1 else None
+    for item in call.keywords:
+        if item.arg == "out_features":
+            given = item.value
+    return isinstance(given, ast.Constant) and given.value == 1

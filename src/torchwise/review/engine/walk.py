@@ -433,14 +433,13 @@ class Walk(Tracker):
         target = _batches_target(loop)
         if target is None:
             return
-        element = info.but(container=False)
         if isinstance(target, (ast.Name, ast.Attribute)):
             kind = F.TENSORS if iterates.kind == F.LOADER else F.TENSOR
-            self.ctx.bind(target, Value(kind, tensor=info if kind == F.TENSORS else element))
+            self.ctx.bind(target, Value(kind, tensor=info if kind == F.TENSORS else info.element()))
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for item in target.elts:
+            for position, item in enumerate(target.elts):
                 if isinstance(item, (ast.Name, ast.Attribute)):
-                    self.ctx.bind(item, Value(F.TENSOR, tensor=element))
+                    self.ctx.bind(item, Value(F.TENSOR, tensor=info.element(position)))
 
     def _input_place(self, function: F.FunctionFacts) -> TensorInfo | None:
         """What the inputs of a module's ``forward`` hold when the project moves

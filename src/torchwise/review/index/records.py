@@ -31,7 +31,8 @@ class ArgFact:
     line: int | None = None  # where the value (or its activation) was made
     guessed: bool = False  # known only from the name it has (`model`, `loader`)
     flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
-    #: A tensor's device, with the evidence: [device, line, why, has dimensions].
+    #: A tensor's device, with the evidence, and the origin of a size-1 last
+    #: dimension: [device or "", line, why, has dimensions, "linear-1" or ""].
     tensor: list[str | int | bool] | None = None
 
 

@@ -64,9 +64,15 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         fact.guessed = "guessed" in value.flags
         fact.flags = sorted(value.flags - {"guessed"})
         info = value.tensor
-        if info is not None and info.place is not None:
+        if info is not None and (info.place is not None or info.unit_dim is not None):
             place = info.place
-            fact.tensor = [place.device, place.line, place.why, info.nonscalar]
+            fact.tensor = [
+                "" if place is None else place.device,
+                0 if place is None else place.line,
+                "" if place is None else place.why,
+                info.nonscalar,
+                info.unit_dim or "",
+            ]
     return fact
 
 

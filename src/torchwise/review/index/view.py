@@ -91,9 +91,9 @@ class IndexView(ProjectView):
 
     def _returned_tensor(self, returned: ArgFact, target: str, call: ast.Call) -> TensorInfo | None:
         """Where the tensors a project function returns live, as its summary says."""
-        if returned.tensor is None:
+        if returned.tensor is None or not returned.tensor[0]:
             return None
-        device, line, why, nonscalar = returned.tensor
+        device, line, why, nonscalar = returned.tensor[:4]
         path, _, qualname = target.partition("::")
         shown = qualname.rsplit(".", 1)[-1]
         place = Place(
@@ -262,9 +262,9 @@ def _requalify(origin: str, target: str, view: IndexView) -> str | None:
 def _passed_tensor(arg: ArgFact | None, site: CallSite, here: str) -> TensorInfo | None:
     """What a call site says of the tensor it passes (a loader's batches, a
     model's device, a tensor's), with the site named in the evidence."""
-    if arg is None or arg.tensor is None:
+    if arg is None or arg.tensor is None or not arg.tensor[0]:
         return None
-    device, line, why, nonscalar = arg.tensor
+    device, line, why, nonscalar = arg.tensor[:4]
     path = None if site.path == here else site.path
     place = Place(str(device), int(line), f"passed by the caller: {why}", path)
     return TensorInfo(

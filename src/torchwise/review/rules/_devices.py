@@ -62,7 +62,7 @@ def operand_infos(operands: list[ast.expr], ctx: Context) -> list[tuple[ast.expr
         if info is None:
             continue
         if info.container:
-            info = info.but(container=False)
+            info = info.element()
         found.append((operand, info))
     return found
 
