@@ -23,7 +23,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from torchwise.findings import Finding, Fix
+from torchwise.findings import Finding, Fix, Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.facts import Branch, Value
 from torchwise.review.engine.values import (
@@ -356,10 +356,17 @@ class Context(ValueReader):
         node: ast.AST,
         fix: Fix | None = None,
         message: str | None = None,
+        severity: Severity | None = None,
         **fields: str,
     ) -> None:
+        """Report a finding of ``rule`` at ``node``. ``severity`` may lower the
+        rule's own for this finding (a hint where the evidence is weaker),
+        never raise it."""
         if not rule.in_test_modules and is_test_module(self.path):
             return
+        level = rule.severity
+        if severity is not None and severity.rank > level.rank:
+            level = severity
         line: int = node.lineno  # type: ignore[attr-defined]
         end_line: int = node.end_lineno or line  # type: ignore[attr-defined]
         self.findings.append(
@@ -371,7 +378,7 @@ class Context(ValueReader):
                 column=self.char_col(line, node.col_offset) + 1,  # type: ignore[attr-defined]
                 end_line=end_line,
                 end_column=self.char_col(end_line, node.end_col_offset or 0) + 1,  # type: ignore[attr-defined]
-                severity=rule.severity,
+                severity=level,
                 fix=fix,
                 data=fields,
             )

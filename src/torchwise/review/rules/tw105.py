@@ -9,10 +9,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._loops import (
-    Effects,
-    regions,
-)
+from torchwise.review.rules._loops import Effects, is_eval, position, regions
 
 
 @rule
@@ -21,6 +18,11 @@ class TrainingAfterEval(Rule):
     Flags a loop that trains (calls `backward()`, directly or through a
     function of the same file) after an evaluation in the same loop put the
     model in `.eval()` mode, with no `.train()` call anywhere in the loop.
+
+    Not flagged: an `.eval()` written in the training loop itself before it
+    trains (a deliberate choice, such as fine-tuning with frozen batch-norm
+    statistics), and models whose class (as the project shows it) has no
+    dropout and no batch norm, which behave the same in both modes.
 
     ## Why is this bad?
     From the second epoch on, the model trains in evaluation mode: dropout is
@@ -64,8 +66,45 @@ class TrainingAfterEval(Rule):
                 if loop.outer is not None and loop.outer in loops:
                     continue  # judged once, at the outermost loop
                 calls = loop.calls
-                if not effects.region_does(calls, "eval") or effects.region_does(calls, "train"):
+                evals = [c for c in calls if effects.call_does(c, "eval")]
+                if not evals or effects.region_does(calls, "train"):
                     continue
-                trainer = next((c for c in calls if effects.call_does(c, "backward")), None)
-                if trainer is not None:
-                    ctx.report(self, trainer.node)
+                trainers = [c for c in calls if effects.call_does(c, "backward")]
+                if not trainers:
+                    continue
+                first = min(position(t.node) for t in trainers)
+                evaluations = [e for e in evals if not _sets_training_mode(e, first)]
+                if evaluations and not all(_mode_independent(e, ctx) for e in evaluations):
+                    ctx.report(self, trainers[0].node)
+
+
+def _sets_training_mode(call: F.CallEvent, first_training: tuple[int, int]) -> bool:
+    """``model.eval()`` written in the training loop itself, before it trains: a
+    deliberate choice (frozen batch statistics, no dropout), not an evaluation."""
+    return is_eval(call) and position(call.node) < first_training
+
+
+def _mode_independent(call: F.CallEvent, ctx: Context) -> bool:
+    """Whether every model the call puts in eval mode behaves the same in both
+    modes: its class (or torch layer) has no dropout and no batch norm, as far
+    as the project shows."""
+    if is_eval(call):
+        models = [call.receiver_value]
+    else:
+        models = [ctx.value_of(arg) for arg in call.node.args]
+        models = [m for m in models if m is not None and m.kind == F.MODULE]
+        if not models:
+            return False  # evaluates something we cannot see: assume it matters
+    return all(_without_mode_layers(model, ctx) for model in models)
+
+
+def _without_mode_layers(model: F.Value | None, ctx: Context) -> bool:
+    if model is None or model.kind != F.MODULE or "guessed" in model.flags:
+        return False
+    origin = model.origin or ""
+    klass = ctx.project.klass(origin) if origin else None
+    if klass is not None:
+        return not (klass.dropout or klass.batchnorm or klass.unknown)
+    if origin.startswith("torch.nn."):
+        return not ({"dropout", "batchnorm", "opaque"} & model.flags)
+    return False

@@ -30,6 +30,10 @@ class UnseededTrainingScript(Rule):
     mentions `seed` (seeding only when a `--seed` flag is given counts); and one that
     seeds only torch but draws from Python's `random` or NumPy's generator in the same file.
     Reported once per file, at its first training loop (or its entry point).
+    A warning when the file asks for repeatable runs (a `seed` option or
+    setting that is never used to seed, `deterministic` flags, the word
+    "reproducible"); otherwise a hint (`info`): a script that makes no claim
+    of reproducibility is not wrong to be unseeded.
 
     ## Why is this bad?
     Weight initialisation, data shuffling, augmentation and dropout then
@@ -93,16 +97,17 @@ class UnseededTrainingScript(Rule):
             return  # seeds in a function this file defines (a helper it may call)
         loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
         training = [loop for loop in loops if trains(loop)]
+        level = None if asks_for_reproducibility(ctx.source) else Severity.INFO
         if training:
             first = min(training, key=lambda loop: getattr(loop.node, "lineno", 0))
-            ctx.report(self, loop_header(first.node))
+            ctx.report(self, loop_header(first.node), severity=level)
         elif self.entry_point is not None:
-            ctx.report(self, _line_of(self.entry_point))
+            ctx.report(self, _line_of(self.entry_point), severity=level)
         else:
             top = [c for c in top_level_calls(module) if c.target is not None]
             trainer = next((c for c in top if E.LEARNS in ctx.project.effects(c.target)), None)
             if trainer is not None:
-                ctx.report(self, trainer.node)
+                ctx.report(self, trainer.node, severity=level)
 
     def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
         """Seeds torch only, but draws from Python's or NumPy's generator here."""
@@ -119,6 +124,18 @@ class UnseededTrainingScript(Rule):
                 )
                 ctx.report(self, call.node, message=message, generator=generator.group(1))
                 return
+
+
+#: What shows that a script means its runs to repeat: a seed option or
+#: setting, determinism flags, the word itself.
+_REPRODUCIBILITY = re.compile(r"seed|deterministic|reproducib", re.IGNORECASE)
+
+
+def asks_for_reproducibility(source: str) -> bool:
+    """Whether the file asks for repeatable runs (a ``--seed`` option never used
+    to seed, ``cudnn.deterministic``, ``use_deterministic_algorithms``): then an
+    unseeded run is a bug; otherwise a hint."""
+    return _REPRODUCIBILITY.search(source) is not None
 
 
 _TORCH_SEED = re.compile(r"torch\.(cuda\.)?(manual_seed(_all)?|random\.manual_seed)$")
