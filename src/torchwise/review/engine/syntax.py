@@ -36,3 +36,38 @@ def is_false(node: ast.AST | None) -> bool:
 
 def last_name(qualname: str | None) -> str:
     return "" if qualname is None else qualname.rsplit(".", 1)[-1]
+
+
+#: (line, column, whether it binds the name) of each use of a dotted name.
+NameUses = dict[str, list[tuple[int, int, bool]]]
+
+
+def name_uses(scope: ast.AST) -> NameUses:
+    """Every read and write of a name or attribute chain (``x``, ``self.q``) in
+    ``scope`` (a function, or a module's own statements), nested functions and
+    classes left out. For rules that ask, once a rare pattern is found, whether
+    a name is read again later."""
+    uses: NameUses = {}
+    pending = list(ast.iter_child_nodes(scope))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = _dotted(node)
+            if name is not None:
+                store = isinstance(node.ctx, (ast.Store, ast.Del))
+                uses.setdefault(name, []).append((node.lineno, node.col_offset, store))
+        pending.extend(ast.iter_child_nodes(node))
+    return uses
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

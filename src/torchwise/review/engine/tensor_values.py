@@ -426,7 +426,10 @@ class TensorReader:
         if method in NEW_METHODS:
             sizes = _sizes(call, "zeros", self.text) if method != "new_tensor" else None
             return TensorInfo(place=receiver.place, dims=sizes, batched=sizes is None)
-        view = receiver.but(alias=base, alias_line=call.lineno) if base else receiver
+        kind = "detach" if method in {"detach", "detach_"} else "view"
+        view = (
+            receiver.but(alias=base, alias_line=call.lineno, alias_kind=kind) if base else receiver
+        )
         if method in SAME_SHAPE:
             return view if method.endswith("_") else receiver.but(alias=None)
         if method in BINARY_METHODS:

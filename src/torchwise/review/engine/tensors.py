@@ -55,6 +55,8 @@ class TensorInfo:
     batched: bool = False  # at least one dimension, when ``dims`` is unknown
     alias: str | None = None  # the dotted name of the tensor whose storage it shares
     alias_line: int = 0  # where the view was taken
+    #: How: "assigned" (``b = a``), "detach", "data", "view", "slice".
+    alias_kind: str | None = None
     #: Where the last size-1 dimension came from, when it is one a loss or a
     #: comparison must not broadcast against a vector: "keepdim", "linear-1".
     unit_dim: str | None = None

@@ -22,8 +22,9 @@ from torchwise.review.engine.context import (
     pass_through_arguments,
 )
 from torchwise.review.engine.facts import Value
-from torchwise.review.engine.tensors import ACCEL
+from torchwise.review.engine.tensors import ACCEL, TensorInfo
 
+_VIEW_ATTRIBUTES = {"data", "T", "mT", "H", "mH"}
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
 
 
@@ -136,6 +137,7 @@ class Tracker:
             self._optimised_is_a_model(bound.model)
         if bound is not None and bound.kind == F.MODULE and value is not None:
             self._note_placement(bound, value)
+        bound = self._aliased(value, bound)
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Constant)
@@ -145,6 +147,19 @@ class Tracker:
                 self._freeze(target, node)
         for target in targets:
             self._bind_target(target, value, bound)
+
+    def _aliased(self, value: ast.expr | None, bound: Value | None) -> Value | None:
+        """``b = a`` for a tensor ``a``: ``b`` is the same tensor, not a copy (an
+        in-place write through ``b`` changes ``a``)."""
+        if bound is None or bound.kind not in (F.TENSOR, F.OUTPUT, F.LOSS) or value is None:
+            return bound
+        name = self.ctx.dotted(value)
+        if name is None or (isinstance(value, ast.Attribute) and value.attr in _VIEW_ATTRIBUTES):
+            return bound  # `b = a.data` is a view already (see ValueReader._attribute)
+        info = bound.tensor or TensorInfo()
+        return bound.but(
+            tensor=info.but(alias=name, alias_line=value.lineno, alias_kind="assigned")
+        )
 
     def _expr(self, node: ast.Expr) -> None:
         """``model.to(device)`` as a statement moves the module in place (a

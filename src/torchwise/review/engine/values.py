@@ -255,6 +255,7 @@ class ValueReader(TensorReader):
                 batched=info.nonscalar and ("slice" in items or "none" in items),
                 alias=base or (info.alias if basic else None),
                 alias_line=expr.lineno if base else info.alias_line,
+                alias_kind="slice" if base else info.alias_kind,
             )
             return inner.but(kind=kind, tensor=part, node=expr)
         return None
@@ -276,7 +277,10 @@ class ValueReader(TensorReader):
         view = None
         if info is not None:
             dims = None if info.dims is None else tuple(None for _ in info.dims)
-            view = info.but(alias=base or info.alias, alias_line=expr.lineno, dims=dims)
+            kind = "data" if attr == "data" else "view"
+            view = info.but(
+                alias=base or info.alias, alias_line=expr.lineno, dims=dims, alias_kind=kind
+            )
             if attr == "data":
                 view = view.but(dims=info.dims)
         if attr == "data":
