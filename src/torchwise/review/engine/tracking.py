@@ -25,6 +25,8 @@ from torchwise.review.engine.facts import Value
 from torchwise.review.engine.tensors import ACCEL, TensorInfo
 
 _VIEW_ATTRIBUTES = {"data", "T", "mT", "H", "mH"}
+#: An element of a model's tuple output (what it holds is known only in part).
+UNPACKED = "unpacked"
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
 
 
@@ -263,11 +265,14 @@ class Tracker:
                         activation=item.activation,
                         activation_at=at,
                         node=bound.node,
-                        flags=bound.flags | ({"model_activation"} if item.activation else set()),
+                        flags=bound.flags
+                        | {UNPACKED}
+                        | ({"model_activation"} if item.activation else set()),
                     )
                     for item, at in returns
                 ]
-            return [bound.but(activation=None)] * count
+            # Elements of a model's tuple: some may be indices or lengths, not on the graph.
+            return [bound.but(activation=None, flags=bound.flags | {UNPACKED})] * count
         if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR, F.DATASET):
             return [bound] * count  # `encoder, decoder = torch.load(...)`
         if bound.kind == F.TENSORS and bound.tensor is not None:

@@ -163,6 +163,8 @@ class ValueReader(TensorReader):
         def qualname(self, expr: ast.AST) -> str | None: ...
         def lookup(self, name: str) -> Value | None: ...
         def is_module_base(self, expr: ast.expr) -> bool: ...
+        @property
+        def in_no_grad(self) -> bool: ...
         @staticmethod
         def dotted(expr: ast.AST) -> str | None: ...
 
@@ -241,7 +243,8 @@ class ValueReader(TensorReader):
                 if info is None
                 else info.element(position if isinstance(position, int) else None)
             )
-            return Value(F.TENSOR, tensor=element, node=expr)
+            kind = F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR
+            return inner.but(kind=kind, tensor=element, node=expr)  # keeps its graph
         if inner.kind in (F.OUTPUT, F.TENSOR, F.LOSS):
             kind = F.OUTPUT if inner.kind == F.OUTPUT else F.TENSOR
             if info is None:
@@ -455,7 +458,10 @@ class ValueReader(TensorReader):
             if method in _GRAPH_KEEPING:
                 kept = receiver.but(activation=None) if method not in {"to", "float"} else receiver
                 return kept.but(tensor=info, node=call)
-            return None if info is None else Value(F.TENSOR, tensor=info, node=call)
+            if info is None:
+                return None
+            # Any other tensor method (gather, matmul, new_*): a tensor, still on the graph.
+            return receiver.but(kind=F.TENSOR, activation=None, tensor=info, node=call)
         if kind == F.LOADED and method in _SELF_RETURNING:
             return receiver  # `torch.load(...).to(device)`: still what was loaded
         if kind == F.LOADED and method in {"get", "pop"} and call.args:
@@ -529,6 +535,8 @@ class ValueReader(TensorReader):
             # a model applied to another model's undetached output
             crossing = F.Crossing(call, name, through)
         models = through | ({name} if name else set())
+        if self.in_no_grad:
+            models, crossing = frozenset(), None  # no graph is recorded under no_grad
         activation, activation_at = self.project.output_activation(self._ctx, model)
         return Value(
             F.OUTPUT,
