@@ -87,10 +87,10 @@ class LossTargetWithGraph(Rule):
         if len(node.args) < 2 or ctx.in_no_grad:
             return
         qualname = ctx.call_name(node) or ""
-        if (
-            qualname.rsplit(".", 1)[-1] not in _VALUE_TARGET_LOSSES
-            or qualname not in LOSS_FUNCTIONS
-        ):
+        if qualname in LOSS_FUNCTIONS:
+            if qualname.rsplit(".", 1)[-1] not in _VALUE_TARGET_LOSSES:
+                return
+        else:
             func = node.func
             if not isinstance(func, (ast.Name, ast.Attribute)):
                 return
