@@ -26,6 +26,9 @@ BACKWARD, STEP, ZERO_GRAD, EVAL, TRAIN, MODEL_CALL, SEED, SCALER = (
 )
 #: Any backward, including a framework's (``accelerator.backward(loss)``).
 LEARNS = "learns"
+#: Asks for deterministic kernels (``cudnn.deterministic = True``,
+#: ``torch.use_deterministic_algorithms(True)``); recorded from the settings.
+DETERMINISTIC = "deterministic"
 BUILDS_MODEL = "builds_model"
 BUILDS_OPTIMIZER = "builds_optimizer"
 #: Generators that hold their own state: seeding one seeds nothing else.

@@ -189,6 +189,19 @@ class FreezeFacts:
 
 
 @dataclass(eq=False)
+class SettingFacts:
+    """A process-wide switch set by the code: ``torch.backends.cudnn.benchmark =
+    True``, ``torch.backends.cudnn.deterministic = True``,
+    ``torch.use_deterministic_algorithms(True)``."""
+
+    node: ast.AST
+    name: str  # "benchmark", "deterministic", "deterministic_algorithms"
+    value: bool | None  # None: set to an expression (a flag from the command line)
+    function: FunctionFacts | None
+    branch: Branch
+
+
+@dataclass(eq=False)
 class ModuleFacts(Region):
     functions: list[FunctionFacts] = field(default_factory=list)
     loops: list[LoopFacts] = field(default_factory=list)
@@ -196,5 +209,6 @@ class ModuleFacts(Region):
     freezes: list[FreezeFacts] = field(default_factory=list)
     #: Models of known classes moved to the device: (class as written, line).
     placed: list[tuple[str, int]] = field(default_factory=list)
+    settings: list[SettingFacts] = field(default_factory=list)
     #: Whether the module star-imports anything (set as imports are bound).
     star_imports: bool = False

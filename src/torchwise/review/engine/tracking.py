@@ -25,6 +25,7 @@ from torchwise.review.engine.facts import Value
 from torchwise.review.engine.tensors import ACCEL, TensorInfo
 
 _VIEW_ATTRIBUTES = {"data", "T", "mT", "H", "mH"}
+_CUDNN_SWITCHES = {"benchmark", "deterministic"}
 #: An element of a model's tuple output (what it holds is known only in part).
 UNPACKED = "unpacked"
 _TORCH_LOADS = {"torch.load", "torch.serialization.load"}
@@ -149,6 +150,25 @@ class Tracker:
                 self._freeze(target, node)
         for target in targets:
             self._bind_target(target, value, bound)
+            self._note_setting(target, value)
+
+    def _note_setting(self, target: ast.expr, value: ast.expr | None) -> None:
+        """``torch.backends.cudnn.benchmark = True`` and its ``deterministic`` twin."""
+        if not isinstance(target, ast.Attribute) or target.attr not in _CUDNN_SWITCHES:
+            return
+        ctx = self.ctx
+        if ctx.qualname(target) != f"torch.backends.cudnn.{target.attr}":
+            return
+        literal = value.value if isinstance(value, ast.Constant) else None
+        ctx.module.settings.append(
+            F.SettingFacts(
+                target,
+                target.attr,
+                literal if isinstance(literal, bool) else None,
+                ctx.function,
+                ctx.branch,
+            )
+        )
 
     def _aliased(self, value: ast.expr | None, bound: Value | None) -> Value | None:
         """``b = a`` for a tensor ``a``: ``b`` is the same tensor, not a copy (an

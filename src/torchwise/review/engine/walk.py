@@ -511,6 +511,18 @@ class Walk(Tracker):
         )
         ctx.module.calls.append(event)
         self._note_load_use(event)
+        if qualname == "torch.use_deterministic_algorithms" and node.args:
+            first = node.args[0]
+            literal = first.value if isinstance(first, ast.Constant) else None
+            ctx.module.settings.append(
+                F.SettingFacts(
+                    node,
+                    "deterministic_algorithms",
+                    literal if isinstance(literal, bool) else None,
+                    ctx.function,
+                    ctx.branch,
+                )
+            )
         if (
             method == "requires_grad_"
             and isinstance(func, ast.Attribute)

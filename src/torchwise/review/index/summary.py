@@ -314,6 +314,15 @@ class Summarizer(Rule):
             func = call.node.func
             if isinstance(func, ast.Name) and func.id in params:
                 _add(fact.param_uses, func.id, "call")
+        for setting in ctx.module.settings:
+            if (
+                setting.function is function
+                and setting.value is not False
+                and (setting.name != "benchmark")
+            ):
+                node = setting.node
+                line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
+                fact.events.append((E.DETERMINISTIC, line, col, list(setting.branch)))
         for loop in loops:
             effects = sorted({e for call in loop.calls for e in E.direct_effects(call)})
             inner = [index[id(call)] for call in loop.calls if id(call) in index]

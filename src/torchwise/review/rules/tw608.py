@@ -1,0 +1,105 @@
+"""TW608 determinism-undone (checkpoints).
+
+The class docstring is its user documentation (`torchwise rules TW608`).
+"""
+
+from __future__ import annotations
+
+from torchwise.findings import Severity
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
+from torchwise.review.engine.context import Context
+from torchwise.review.registry import Rule, rule
+
+
+@rule
+class DeterminismUndone(Rule):
+    """## What it does
+    Flags `torch.backends.cudnn.benchmark = True` in code that asks for
+    deterministic kernels (`cudnn.deterministic = True` or
+    `torch.use_deterministic_algorithms(True)`, in the same function or in a
+    project function it calls), on a path where both hold (not the `else` of
+    the same choice) and without a later `benchmark = False`.
+
+    ## Why is this bad?
+    With benchmarking on, cuDNN times several algorithms at the first call of
+    each shape and keeps the fastest, which differs between runs and
+    machines; even among deterministic algorithms, a different choice gives
+    different numerics. The determinism the script asked for is gone, and
+    runs that should repeat do not.
+
+    ## Example
+    ```python
+    import torch
+
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = True
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    ```
+    """
+
+    code = "TW608"
+    name = "determinism-undone"
+    family = "checkpoints"
+    severity = Severity.WARNING
+    impact = "reproducibility"
+    message = "cuDNN benchmarking picks algorithms by timing, undoing the determinism {where}"
+    needs_text = ("benchmark",)
+
+    def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        settings = module.settings
+        requests = [s for s in settings if s.name != "benchmark" and s.value is not False]
+        benchmarks = [s for s in settings if s.name == "benchmark" and s.value is True]
+        for benchmark in benchmarks:
+            if _reset_later(benchmark, settings):
+                continue
+            request = next(
+                (
+                    r
+                    for r in requests
+                    if r.function is benchmark.function
+                    and not F.exclusive(r.branch, benchmark.branch)
+                ),
+                None,
+            )
+            if request is not None:
+                line = getattr(request.node, "lineno", 0)
+                ctx.report(self, benchmark.node, where=f"asked for on line {line}")
+                continue
+            caller = _deterministic_call(module, benchmark, ctx)
+            if caller is not None:
+                ctx.report(self, benchmark.node, where=f"that `{caller}` asks for")
+
+
+def _reset_later(benchmark: F.SettingFacts, settings: list[F.SettingFacts]) -> bool:
+    line = getattr(benchmark.node, "lineno", 0)
+    return any(
+        s.name == "benchmark"
+        and s.value is False
+        and s.function is benchmark.function
+        and getattr(s.node, "lineno", 0) > line
+        for s in settings
+    )
+
+
+def _deterministic_call(
+    module: F.ModuleFacts, benchmark: F.SettingFacts, ctx: Context
+) -> str | None:
+    """A call in the same function that asks for determinism through a project
+    function (``set_determinism(seed)``), on a path that meets the setting."""
+    calls = benchmark.function.calls if benchmark.function is not None else module.calls
+    for call in calls:
+        if call.target is None or F.exclusive(call.branch, benchmark.branch):
+            continue
+        if E.DETERMINISTIC in ctx.project.effects(call.target):
+            return ctx.text(call.node.func)
+    return None
