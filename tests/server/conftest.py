@@ -151,6 +151,60 @@ class Editor:
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
         )
 
+    def open_notebook(self, name: str, cells: list[str]) -> str:
+        """Open a notebook of code cells; cell N's URI is ``<notebook URI>#cellN``."""
+        uri = self.uri(name)
+        self._notebook_version = 1
+        self._cells = [f"{uri}#cell{number}" for number in range(1, len(cells) + 1)]
+        self.client.notebook_document_did_open(
+            types.DidOpenNotebookDocumentParams(
+                notebook_document=types.NotebookDocument(
+                    uri=uri,
+                    notebook_type="jupyter-notebook",
+                    version=1,
+                    cells=[
+                        types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell)
+                        for cell in self._cells
+                    ],
+                ),
+                cell_text_documents=[
+                    types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                    for cell, text in zip(self._cells, cells, strict=True)
+                ],
+            )
+        )
+        return uri
+
+    def edit_cell(self, notebook: str, number: int, text: str) -> None:
+        """Replace the text of code cell ``number`` (1-based)."""
+        self._notebook_version += 1
+        whole = types.Range(
+            start=types.Position(line=0, character=0),
+            end=types.Position(line=1000, character=0),
+        )
+        cell = types.VersionedTextDocumentIdentifier(
+            uri=self._cells[number - 1], version=self._notebook_version
+        )
+        self.client.notebook_document_did_change(
+            types.DidChangeNotebookDocumentParams(
+                notebook_document=types.VersionedNotebookDocumentIdentifier(
+                    uri=notebook, version=self._notebook_version
+                ),
+                change=types.NotebookDocumentChangeEvent(
+                    cells=types.NotebookDocumentCellChanges(
+                        text_content=[
+                            types.NotebookDocumentCellContentChanges(
+                                document=cell,
+                                changes=[
+                                    types.TextDocumentContentChangePartial(range=whole, text=text)
+                                ],
+                            )
+                        ]
+                    )
+                ),
+            )
+        )
+
     def text(self, uri: str) -> str:
         return self._texts[uri]
 

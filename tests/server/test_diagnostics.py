@@ -63,3 +63,56 @@ def test_diagnostics_on_open_change_and_save(
         assert await editor.next_publish(uri, before) == []
 
     editor_session(scenario)
+
+
+def test_hover_over_a_finding_shows_its_rule(
+    tmp_path: Path, editor_session: Callable[..., Any]
+) -> None:
+    (tmp_path / "train.py").write_text(BUGGY)
+
+    async def scenario(editor: Editor) -> None:
+        uri = editor.open("train.py")
+        await editor.diagnostics(uri, 1)
+        document = types.TextDocumentIdentifier(uri=uri)
+        over = await editor.client.text_document_hover_async(
+            types.HoverParams(text_document=document, position=types.Position(line=2, character=20))
+        )
+        assert over is not None and isinstance(over.contents, types.MarkupContent)
+        assert over.contents.kind == types.MarkupKind.Markdown
+        assert over.contents.value.startswith("**TW401** `deprecated-amp-api` (warning)")
+        assert "#### What it does" in over.contents.value
+        assert "deprecated.md#tw401" in over.contents.value
+        assert over.range is not None and over.range.start.line == 2
+        elsewhere = await editor.client.text_document_hover_async(
+            types.HoverParams(text_document=document, position=types.Position(line=0, character=3))
+        )
+        assert elsewhere is None
+
+    editor_session(scenario)
+
+
+def test_an_unsaved_buffer_is_reviewed(tmp_path: Path, editor_session: Callable[..., Any]) -> None:
+    async def scenario(editor: Editor) -> None:
+        uri = editor.open("Untitled-1", BUGGY, uri="untitled:Untitled-1")
+        assert codes(await editor.diagnostics(uri, 1)) == ["TW401", "TW406"]
+
+    editor_session(scenario)
+
+
+def test_notebook_cells_get_their_own_diagnostics(
+    tmp_path: Path, editor_session: Callable[..., Any]
+) -> None:
+    cells = ["import torch\n%matplotlib inline\n", "x = 1\n", "y = torch.norm(torch.ones(2))\n"]
+
+    async def scenario(editor: Editor) -> None:
+        notebook = editor.open_notebook("analysis.ipynb", cells)
+        third = await editor.next_publish(f"{notebook}#cell3", 0)
+        assert codes(third) == ["TW406"]
+        assert third[0].range.start == types.Position(line=0, character=4)
+        assert await editor.next_publish(f"{notebook}#cell1", 0) == []
+
+        before = editor.publish_count(f"{notebook}#cell3")
+        editor.edit_cell(notebook, 3, "y = torch.ones(2)\n")
+        assert await editor.next_publish(f"{notebook}#cell3", before) == []
+
+    editor_session(scenario)

@@ -170,9 +170,12 @@ def _actions(
     minimum = Applicability.UNSAFE if server.settings.options.unsafe_fixes else Applicability.SAFE
     found: list[types.CodeAction] = []
     for finding, span in _placed(analysis, placer, uri):
-        if span[0] > end or span[1] < start:
+        range_ = index.range(*span)
+        # The editor asks for the cursor's range, or for the diagnostics it shows there.
+        asked = any(_same(d, finding, range_) for d in params.context.diagnostics)
+        if not asked and (span[0] > end or span[1] < start):
             continue
-        shown = _shown(params.context.diagnostics, finding, index.range(*span))
+        shown = _shown(params.context.diagnostics, finding, range_)
         fix = finding.fix
         if (
             actions.wanted(types.CodeActionKind.QuickFix, only)
@@ -198,6 +201,10 @@ def _shown(
 ) -> types.Diagnostic:
     """The editor's copy of the finding's diagnostic (it matches actions to them)."""
     for shown in diagnostics:
-        if shown.source == SOURCE and shown.code == finding.code and shown.range == range_:
+        if _same(shown, finding, range_):
             return shown
     return diagnostic(finding, range_)
+
+
+def _same(shown: types.Diagnostic, finding: Finding, range_: types.Range) -> bool:
+    return shown.source == SOURCE and shown.code == finding.code and shown.range == range_

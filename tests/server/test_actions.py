@@ -1,0 +1,126 @@
+"""Code actions through a real client: a finding's fix, ``# noqa``, "fix all";
+each applied as the editor would, and the result must parse and be clean."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from conftest import Editor
+from lsprotocol import types
+
+from torchwise.server.positions import LineIndex
+
+BUGGY = """\
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+x = torch.norm(torch.ones(2))
+"""
+
+
+def apply(text: str, edits: Sequence[types.TextEdit]) -> str:
+    """Apply LSP text edits as an editor does (all against the original text)."""
+    index = LineIndex(text)
+    spans = sorted(
+        ((index.offset(e.range.start), index.offset(e.range.end), e.new_text) for e in edits),
+        reverse=True,
+    )
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def edits_for(action: types.CodeAction, uri: str) -> list[types.TextEdit]:
+    assert action.edit is not None and action.edit.changes is not None
+    return list(action.edit.changes[uri])
+
+
+async def actions_at(
+    editor: Editor, uri: str, line: int, only: list[str] | None = None
+) -> list[types.CodeAction]:
+    diagnostics = await editor.diagnostics(uri)
+    here = types.Range(
+        start=types.Position(line=line, character=0), end=types.Position(line=line, character=1)
+    )
+    found = await editor.client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=here,
+            context=types.CodeActionContext(
+                diagnostics=[d for d in diagnostics if d.range.start.line == line], only=only
+            ),
+        )
+    )
+    assert found is not None
+    return [action for action in found if isinstance(action, types.CodeAction)]
+
+
+def test_a_safe_fix_applied_leaves_valid_clean_code(
+    tmp_path: Path, editor_session: Callable[..., Any]
+) -> None:
+    (tmp_path / "train.py").write_text(BUGGY)
+
+    async def scenario(editor: Editor) -> None:
+        uri = editor.open("train.py")
+        offered = await actions_at(editor, uri, 2)
+        titles = [action.title for action in offered]
+        assert titles[:2] == [
+            "Use `torch.amp.GradScaler` (TW401)",
+            "Disable TW401 for this line (# noqa: TW401)",
+        ]
+        fix = offered[0]
+        assert fix.kind == types.CodeActionKind.QuickFix and fix.is_preferred
+        assert fix.diagnostics and fix.diagnostics[0].code == "TW401"
+        fixed = apply(editor.text(uri), edits_for(fix, uri))
+        ast.parse(fixed)
+        assert 'torch.amp.GradScaler("cuda")' in fixed
+        version = editor.replace(uri, fixed)
+        assert [d.code for d in await editor.diagnostics(uri, version)] == ["TW406"]
+
+    editor_session(scenario)
+
+
+def test_noqa_silences_the_finding(tmp_path: Path, editor_session: Callable[..., Any]) -> None:
+    (tmp_path / "train.py").write_text(BUGGY.replace("()\n", "()  # noqa: TW406\n"))
+
+    async def scenario(editor: Editor) -> None:
+        uri = editor.open("train.py")
+        noqa = next(a for a in await actions_at(editor, uri, 2) if "noqa" in a.title)
+        silenced = apply(editor.text(uri), edits_for(noqa, uri))
+        # An existing list gets the code; the line's code is untouched.
+        assert silenced.splitlines()[2] == (
+            "scaler = torch.cuda.amp.GradScaler()  # noqa: TW406, TW401"
+        )
+        version = editor.replace(uri, silenced)
+        assert [d.code for d in await editor.diagnostics(uri, version)] == ["TW406"]
+
+        noqa = next(a for a in await actions_at(editor, uri, 3) if "noqa" in a.title)
+        silenced = apply(editor.text(uri), edits_for(noqa, uri))
+        assert silenced.splitlines()[3] == "x = torch.norm(torch.ones(2))  # noqa: TW406"
+        version = editor.replace(uri, silenced)
+        assert await editor.diagnostics(uri, version) == []
+
+    editor_session(scenario)
+
+
+def test_fix_all_is_a_source_action(tmp_path: Path, editor_session: Callable[..., Any]) -> None:
+    (tmp_path / "train.py").write_text(BUGGY)
+
+    async def scenario(editor: Editor) -> None:
+        uri = editor.open("train.py")
+        offered = await actions_at(editor, uri, 0, only=[types.CodeActionKind.SourceFixAll])
+        assert [(a.title, a.kind) for a in offered] == [
+            ("torchwise: fix all safe problems", "source.fixAll.torchwise")
+        ]
+        fixed = apply(editor.text(uri), edits_for(offered[0], uri))
+        ast.parse(fixed)
+        version = editor.replace(uri, fixed)
+        assert await editor.diagnostics(uri, version) == []
+        assert await actions_at(editor, uri, 0, only=["source.fixAll.torchwise"]) == []
+        quick = await actions_at(editor, uri, 2, only=[types.CodeActionKind.QuickFix])
+        assert quick == []
+
+    editor_session(scenario)
