@@ -99,7 +99,9 @@ class Editor:
     def uri(self, name: str) -> str:
         return str(uris.from_fs_path(str(self.root / name)))
 
-    def open(self, name: str, text: str | None = None, uri: str | None = None) -> str:
+    def open(
+        self, name: str, text: str | None = None, uri: str | None = None, language: str = "python"
+    ) -> str:
         uri = uri or self.uri(name)
         text = (self.root / name).read_text() if text is None else text
         self._versions[uri] = 1
@@ -107,7 +109,7 @@ class Editor:
         self.client.text_document_did_open(
             types.DidOpenTextDocumentParams(
                 text_document=types.TextDocumentItem(
-                    uri=uri, language_id="python", version=1, text=text
+                    uri=uri, language_id=language, version=1, text=text
                 )
             )
         )

@@ -91,7 +91,7 @@ def test_imports_name_project_files_beside_the_importer_and_its_package(tmp_path
         str(tmp_path / "util.py"),
     }
     graph = ImportGraph()
-    graph.set_open(str(tmp_path / "main.py"), frozenset({str(tmp_path / "util.py")}))
+    graph.set_open(str(tmp_path / "main.py"), "import util\n")
     # main.py -> util.py (on disk) -> pkg/models.py
     assert graph.dependents(str(tmp_path / "pkg" / "models.py"), [str(tmp_path / "main.py")])
     assert not graph.dependents(str(tmp_path / "pkg" / "train.py"), [str(tmp_path / "main.py")])

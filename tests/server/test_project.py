@@ -179,3 +179,24 @@ def test_a_module_changed_on_disk_reanalyses_its_importers(
         assert codes(await editor.next_publish(train, before)) == ["TW502"]
 
     editor_session(scenario, watch=True)
+
+
+def test_excluded_files_and_other_languages_get_no_diagnostics(
+    tmp_path: Path, editor_session: Callable[..., Any]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.torchwise]\nexclude = ["legacy"]\n')
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "old.py").write_text(BUGGY)
+    (tmp_path / "notes.md").write_text("x = torch.norm(y)\n")
+    (tmp_path / "new.py").write_text(BUGGY)
+
+    async def scenario(editor: Editor) -> None:
+        old = editor.open("legacy/old.py")
+        notes = editor.open("notes.md", language="markdown")
+        new = editor.open("new.py")
+        assert codes(await editor.diagnostics(new, 1)) == ["TW401", "TW406"]
+        # Analyses run in the order they were asked for: old.py's came first.
+        assert await editor.diagnostics(old, 1) == []
+        assert editor.publish_count(notes) == 0
+
+    editor_session(scenario)

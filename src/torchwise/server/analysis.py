@@ -9,13 +9,11 @@ so positions hold, and each finding belongs to the cell its first line is in.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torchwise.review import Finding, ReviewSettings, review_text
-from torchwise.server.imports import imported_files
 from torchwise.server.positions import LineIndex
 
 _MAGIC = re.compile(r"\s*[%!]")
@@ -76,8 +74,6 @@ class Analysis:
     source: Source
     settings: ReviewSettings
     findings: tuple[Finding, ...]
-    #: The project files the text imports (for re-analysing what depends on a file).
-    imports: frozenset[str] = field(default=frozenset())
 
 
 def analyse(source: Source, settings: ReviewSettings) -> Analysis:
@@ -85,16 +81,10 @@ def analyse(source: Source, settings: ReviewSettings) -> Analysis:
 
     review indexes the project files the text imports (from disk), so the
     findings follow the project as ``torchwise review`` sees it."""
+    if settings.is_excluded(source.path):
+        return Analysis(source, settings, ())  # `exclude`: as if review never saw it
     report = review_text(source.text, source.path, settings)
-    return Analysis(source, settings, tuple(report.findings), _imports(source))
-
-
-def _imports(source: Source) -> frozenset[str]:
-    try:
-        tree = ast.parse(source.text, filename=source.path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return frozenset()
-    return imported_files(tree, source.path)
+    return Analysis(source, settings, tuple(report.findings))
 
 
 @dataclass(frozen=True)

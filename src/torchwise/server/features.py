@@ -55,9 +55,12 @@ def _register_documents(server: TorchwiseLanguageServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        if server.workspace.get_notebook_document(cell_uri=params.text_document.uri):
+        document = params.text_document
+        if server.workspace.get_notebook_document(cell_uri=document.uri):
             return  # a cell: its notebook is analysed
-        server.open_keys.add(params.text_document.uri)
+        if document.language_id != "python" and not document.uri.endswith((".py", ".pyi")):
+            return  # an editor that sends every file (a pyproject.toml is not Python)
+        server.open_keys.add(document.uri)
         server.request(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -166,14 +169,14 @@ def _actions(
     uri = params.text_document.uri
     only = params.context.only
     index = placer.index_of(uri)
-    start, end = index.offset(params.range.start), index.offset(params.range.end)
+    first, last = params.range.start.line, params.range.end.line
     minimum = Applicability.UNSAFE if server.settings.options.unsafe_fixes else Applicability.SAFE
     found: list[types.CodeAction] = []
     for finding, span in _placed(analysis, placer, uri):
         range_ = index.range(*span)
-        # The editor asks for the cursor's range, or for the diagnostics it shows there.
+        # The editor asks for the diagnostics it shows, or for the cursor's lines.
         asked = any(_same(d, finding, range_) for d in params.context.diagnostics)
-        if not asked and (span[0] > end or span[1] < start):
+        if not asked and (range_.start.line > last or range_.end.line < first):
             continue
         shown = _shown(params.context.diagnostics, finding, range_)
         fix = finding.fix

@@ -85,17 +85,30 @@ def imported_files(tree: ast.Module, path: str) -> frozenset[str]:
     return frozenset(os.path.normpath(file) for file in found if file is not None)
 
 
+def _imports_in(source: str | bytes, path: str) -> frozenset[str]:
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    return imported_files(tree, path)
+
+
 class ImportGraph:
     """The import edges of the open files (from their buffers) and of the files on
     disk they reach (read when first needed, again when their ``stat`` changes)."""
 
     def __init__(self) -> None:
-        self._open: dict[str, frozenset[str]] = {}
+        # An open file's buffer, and its imports once asked for (None: not yet read).
+        self._open: dict[str, tuple[str, frozenset[str] | None]] = {}
         self._on_disk: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
 
-    def set_open(self, path: str, imports: frozenset[str]) -> None:
-        """Record what an open file's buffer imports."""
-        self._open[os.path.normpath(path)] = imports
+    def set_open(self, path: str, text: str) -> None:
+        """Record an open file's buffer; its imports are read only when a walk needs
+        them (not on every keystroke)."""
+        path = os.path.normpath(path)
+        known = self._open.get(path)
+        if known is None or known[0] != text:
+            self._open[path] = (text, None)
 
     def close(self, path: str) -> None:
         self._open.pop(os.path.normpath(path), None)
@@ -104,7 +117,11 @@ class ImportGraph:
         """What ``path`` imports: its buffer's imports when open, else its file's."""
         path = os.path.normpath(path)
         if path in self._open:
-            return self._open[path]
+            text, imports = self._open[path]
+            if imports is None:
+                imports = _imports_in(text, path)
+                self._open[path] = (text, imports)
+            return imports
         try:
             stat = os.stat(path)
         except OSError:
@@ -114,11 +131,9 @@ class ImportGraph:
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
-            tree = ast.parse(Path(path).read_bytes(), filename=path)
-        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-            imports: frozenset[str] = frozenset()
-        else:
-            imports = imported_files(tree, path)
+            imports = _imports_in(Path(path).read_bytes(), path)
+        except OSError:
+            imports = frozenset()
         self._on_disk[path] = (key, imports)
         return imports
 

@@ -149,7 +149,7 @@ class TorchwiseLanguageServer(LanguageServer):
             return None  # closed meanwhile
         placer = Placer(source, self.encoding)
         self.analyses[key] = (analysis, placer)
-        self.graph.set_open(source.path, analysis.imports)
+        self.graph.set_open(source.path, source.text)
         if self._overtaken(key, source) and self._skipped.get(key, 0) < _MAX_SKIPPED:
             self._skipped[key] = self._skipped.get(key, 0) + 1
         else:
