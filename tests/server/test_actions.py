@@ -128,3 +128,30 @@ def test_fix_all_is_a_source_action(tmp_path: Path, editor_session: Callable[...
         assert quick == []
 
     editor_session(scenario)
+
+
+LOAD = 'import torch\nstate = torch.load("m.pt")\n'  # TW301: its fix is unsafe
+
+
+def test_unsafe_fixes_only_when_the_editor_asks(
+    tmp_path: Path, editor_session: Callable[..., Any]
+) -> None:
+    (tmp_path / "load.py").write_text(LOAD)
+
+    async def default(editor: Editor) -> None:
+        uri = editor.open("load.py")
+        offered = await actions_at(editor, uri, 1)
+        assert [a.title for a in offered] == ["Disable TW301 for this line (# noqa: TW301)"]
+
+    async def asked(editor: Editor) -> None:
+        uri = editor.open("load.py")
+        fix = (await actions_at(editor, uri, 1))[0]
+        assert fix.title == "Pass `weights_only=True` (TW301, unsafe)"
+        assert not fix.is_preferred
+        fixed = apply(editor.text(uri), edits_for(fix, uri))
+        assert fixed.splitlines()[1] == 'state = torch.load("m.pt", weights_only=True)'
+        # "fix all" applies safe fixes only.
+        assert await actions_at(editor, uri, 0, only=["source.fixAll"]) == []
+
+    editor_session(default)
+    editor_session(asked, options={"unsafeFixes": True})

@@ -95,3 +95,33 @@ def test_imports_name_project_files_beside_the_importer_and_its_package(tmp_path
     # main.py -> util.py (on disk) -> pkg/models.py
     assert graph.dependents(str(tmp_path / "pkg" / "models.py"), [str(tmp_path / "main.py")])
     assert not graph.dependents(str(tmp_path / "pkg" / "train.py"), [str(tmp_path / "main.py")])
+
+
+def test_without_pygls_the_command_says_what_to_install(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import importlib.abc, sys
+
+        class NoPygls(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("pygls", "lsprotocol"):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+
+        sys.meta_path.insert(0, NoPygls())
+        from torchwise.cli import main
+        main(["server"])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: torchwise server needs pygls, which is not installed: "
+        "pip install pygls (or pip install 'torchwise[server]')"
+    ]
