@@ -10,11 +10,16 @@ again. The latency of a change is the wall time from sending
 ``textDocument/didChange`` to receiving the ``publishDiagnostics`` of that
 version; the next change is sent only once it arrived, so no change is folded
 into another. Printed: the median and 90th percentile per file and server, the
-ratio of the medians, and review's own share: the median time of
+ratio of the medians; then, as CPU time (which the load of a shared machine
+does not inflate), each server's CPU per change (from /proc, over all the
+edits) and review's own share of torchwise's: the median CPU time of
 ``torchwise.review.review_text`` on the same texts in this process (what the
-server calls for each change), over the server's median latency. Each edit
-goes to torchwise, then ruff, then review in this process, before the next, so
-all three meet the same load; the machine's load is printed beside the figures.
+server calls for each change); beside it, "alone", the same call with the
+file's path in an empty directory (no import finds a project file: the
+difference is what indexing the imported files costs each change) and how
+many imported files review indexed. Each edit goes to torchwise, then
+ruff, then review in this process, before the next, so all of them meet the
+same load; the machine's load is printed beside the figures.
 
 Usage: ``python bench/server_latency.py [--edits 40] [--json out.json]``.
 The repositories must be under /work/.mirror (the ``fetch`` tool brings them).
@@ -122,6 +127,12 @@ class Session:
         await self.client.stop()
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _edit(uri: str, version: int, line: int, text: str, remove: bool) -> list[object]:
     start = types.Position(line=line, character=0)
     end = types.Position(line=line + 1, character=0) if remove else start
@@ -150,7 +161,9 @@ async def measure(root: Path, path: Path, edits: int) -> dict[str, list[float]]:
     sessions = {name: Session(command, root) for name, command in servers().items()}
     for session in sessions.values():
         await session.start()
-    found: dict[str, list[float]] = {name: [] for name in [*sessions, "review"]}
+    found: dict[str, list[float]] = {name: [] for name in [*sessions, "review", "alone"]}
+    pids = {name: session.client._server.pid for name, session in sessions.items()}  # type: ignore[union-attr]
+    cpu: dict[str, float] = {}
     try:
         for session in sessions.values():
             session.client.text_document_did_open(
@@ -161,7 +174,12 @@ async def measure(root: Path, path: Path, edits: int) -> dict[str, list[float]]:
                 )
             )
             await session.wait(uri, 1)
-        review_text(text, str(path))  # rules imported, as in a running server
+        report = review_text(text, str(path))  # rules imported, as in a running server
+        indexed = len(report.index.summaries) - 1 if report.index is not None else 0
+        found["indexed"] = [float(indexed)]
+        alone = OUT / "alone" / path.name
+        alone.parent.mkdir(parents=True, exist_ok=True)
+        cpu = {name: -_cpu_s(pid) for name, pid in pids.items()}
         for number in range(edits):
             version = number + 2
             remove = number % 2 == 1
@@ -172,9 +190,15 @@ async def measure(root: Path, path: Path, edits: int) -> dict[str, list[float]]:
                 session.client.text_document_did_change(change)  # type: ignore[arg-type]
                 found[name].append(await session.wait(uri, version) - sent)
             now = "".join(lines) if remove else "".join([*lines[:middle], probe, *lines[middle:]])
-            started = time.perf_counter()
+            # CPU time: the load of the shared machine does not inflate it.
+            started = time.process_time()
             review_text(now, str(path))
-            found["review"].append(time.perf_counter() - started)
+            found["review"].append(time.process_time() - started)
+            started = time.process_time()
+            review_text(now, str(alone))  # the same, where no import finds a file
+            found["alone"].append(time.process_time() - started)
+        for name, pid in pids.items():
+            found[f"{name}_cpu"] = [(cpu[name] + _cpu_s(pid)) / edits]
         return found
     finally:
         for session in sessions.values():
@@ -197,15 +221,17 @@ def main() -> None:
     print(f"peer: {ruff.stdout.strip()}")
     rows = []
     header = (
-        f"{'file':42} {'lines':>5} {'torchwise med/p90 ms':>21} "
-        f"{'ruff med/p90 ms':>16} {'ratio':>6} {'review ms':>9} {'share':>6}"
+        f"{'file':40} {'lines':>5} {'wall ms: torchwise':>18} {'ruff':>12} {'ratio':>5}"
+        f" | {'CPU ms/change: torchwise':>24} {'ruff':>5} {'review':>6} {'share':>5}"
+        f" {'alone':>5} {'indexed':>7}"
     )
     print(header)
+    print(f"{'':46} {'median/p90':>18} {'median/p90':>12}")
     for repository, name in FILES:
         root = extract(repository, OUT)
         path = root / name
-        measured = asyncio.run(measure(root, path, args.edits))
-        tw, ruff, review = measured["torchwise"], measured["ruff"], measured["review"]
+        found = asyncio.run(measure(root, path, args.edits))
+        tw, ruff = found["torchwise"], found["ruff"]
         row = {
             "repository": repository.name,
             "commit": repository.commit,
@@ -215,17 +241,23 @@ def main() -> None:
             "torchwise_p90_ms": 1000 * p90(tw),
             "ruff_median_ms": 1000 * statistics.median(ruff),
             "ruff_p90_ms": 1000 * p90(ruff),
-            "review_median_ms": 1000 * statistics.median(review),
+            "torchwise_cpu_ms": 1000 * found["torchwise_cpu"][0],
+            "ruff_cpu_ms": 1000 * found["ruff_cpu"][0],
+            "review_cpu_ms": 1000 * statistics.median(found["review"]),
+            "review_file_alone_cpu_ms": 1000 * statistics.median(found["alone"]),
+            "imported_files_indexed": int(found["indexed"][0]),
         }
         row["ratio"] = row["torchwise_median_ms"] / row["ruff_median_ms"]
-        row["review_share"] = row["review_median_ms"] / row["torchwise_median_ms"]
+        row["review_share"] = row["review_cpu_ms"] / row["torchwise_cpu_ms"]
         rows.append(row)
-        label = f"{repository.name.split('/')[1]}/{name}"[-42:]
+        label = f"{repository.name.split('/')[1]}/{name}"[-40:]
         print(
-            f"{label:42} {row['lines']:5} "
-            f"{row['torchwise_median_ms']:10.1f} /{row['torchwise_p90_ms']:6.1f}   "
-            f"{row['ruff_median_ms']:7.1f} /{row['ruff_p90_ms']:6.1f} "
-            f"{row['ratio']:6.1f} {row['review_median_ms']:9.1f} {row['review_share']:6.0%}"
+            f"{label:40} {row['lines']:5} "
+            f"{row['torchwise_median_ms']:11.1f}/{row['torchwise_p90_ms']:6.1f} "
+            f"{row['ruff_median_ms']:5.1f}/{row['ruff_p90_ms']:6.1f} {row['ratio']:5.1f}"
+            f" | {row['torchwise_cpu_ms']:24.1f} {row['ruff_cpu_ms']:5.1f}"
+            f" {row['review_cpu_ms']:6.1f} {row['review_share']:5.0%}"
+            f" {row['review_file_alone_cpu_ms']:5.1f} {row['imported_files_indexed']:7}"
         )
     print(f"after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     if args.json:
