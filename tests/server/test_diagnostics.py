@@ -95,6 +95,11 @@ def test_an_unsaved_buffer_is_reviewed(tmp_path: Path, editor_session: Callable[
     async def scenario(editor: Editor) -> None:
         uri = editor.open("Untitled-1", BUGGY, uri="untitled:Untitled-1")
         assert codes(await editor.diagnostics(uri, 1)) == ["TW401", "TW406"]
+        version = editor.replace(uri, "def broken(:\n")  # half typed
+        (syntax,) = await editor.diagnostics(uri, version)
+        assert syntax.code == "TW000" and syntax.severity == types.DiagnosticSeverity.Error
+        version = editor.replace(uri, CLEAN)
+        assert await editor.diagnostics(uri, version) == []
 
     editor_session(scenario)
 

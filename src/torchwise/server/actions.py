@@ -3,7 +3,8 @@
 Every edit offered is checked first: the document with the edit applied must
 still parse (a fix, a ``noqa`` comment after a line that ends inside a string
 or after a backslash continuation, would not), so accepting an action never
-breaks a file. Only safe fixes are offered unless the editor asked for unsafe
+breaks a file; in a file that does not parse already, a ``noqa`` comment must
+still tokenize as a comment. Only safe fixes are offered unless the editor asked for unsafe
 ones too (``unsafe_fixes``); "fix all" applies review's safe fixes in rounds
 until nothing changes, as ``torchwise review --fix`` does.
 """
@@ -92,7 +93,9 @@ def noqa_action(
             continue
         edit = _noqa_edit(index.line_text(line), index.starts[line], finding.code)
         candidate = _apply(text, [edit])
-        if _parses(candidate) and _comment_on(candidate, line + 1, finding.code):
+        # A file review read with a few lines commented out (TW000) need not parse.
+        parses = _parses(candidate) or not _parses(text)
+        if parses and _comment_on(candidate, line + 1, finding.code):
             workspace_edit = _workspace_edit(placer, [edit])
             if workspace_edit is None:
                 return None
