@@ -121,7 +121,6 @@ class TorchwiseLanguageServer(LanguageServer):
     async def _drive(self, key: str) -> None:
         try:
             while True:
-                self._scheduled[key] = False
                 await self.refresh(key)
                 if not self._scheduled.get(key):
                     return
@@ -131,6 +130,8 @@ class TorchwiseLanguageServer(LanguageServer):
     async def refresh(self, key: str) -> tuple[Analysis, Placer] | None:
         """Analyse the newest text of ``key`` and publish its diagnostics."""
         async with self._lock:
+            if key in self._scheduled:
+                self._scheduled[key] = False  # what was asked until now, this run answers
             source = self.source(key)
             if source is None:
                 return None

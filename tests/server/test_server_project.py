@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import Editor
+from lsp_editor import Editor
 from lsprotocol import types
 from pygls import uris
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import Editor
+from lsp_editor import Editor
 from lsprotocol import types
 
 from torchwise.server.positions import LineIndex
