@@ -134,7 +134,7 @@ def _leaf_commands() -> list[tuple[str, click.Command]]:
 
 
 # Commands whose -o names the file they create (not a report), or that print no report.
-_OUTPUT_IS_NOT_A_REPORT = {"ckpt convert", "mcp"}  # mcp's stdout is the MCP protocol
+_OUTPUT_IS_NOT_A_REPORT = {"ckpt convert", "mcp", "server"}  # their stdout is a protocol
 
 
 @pytest.mark.parametrize(("name", "command"), _leaf_commands(), ids=lambda v: str(v))

@@ -30,6 +30,7 @@ from torchwise.errors import ExitCode, TorchwiseError
 COMMANDS: dict[str, str] = {
     "review": "torchwise.commands.review:review",
     "rules": "torchwise.commands.rules:rules",
+    "server": "torchwise.commands.server:server",
     "inspect": "torchwise.commands.inspect:inspect",
     "doc": "torchwise.commands.doc:doc",
     "doctor": "torchwise.commands.doctor:doctor",
@@ -45,6 +46,7 @@ COMMANDS: dict[str, str] = {
 SUMMARIES: dict[str, str] = {
     "review": "Review PyTorch source for training-loop, module, numerics and security bugs.",
     "rules": "List the review rules, or explain one (torchwise rules TW101).",
+    "server": "Language server: review's findings, rule docs and fixes in your editor.",
     "inspect": "Per-layer shapes, parameters, FLOPs and memory of a model.",
     "doc": "Write measured shapes and counts into a model's docstrings and docs.",
     "doctor": "Run health checks on a model and a batch (gradient flow, leaks, ...).",

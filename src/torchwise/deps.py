@@ -22,6 +22,7 @@ PIP_NAMES: dict[str, str] = {
     "timm": "timm",
     "diffusers": "diffusers",
     "mcp": "mcp",
+    "pygls": "pygls",
     "jinja2": "jinja2",
     "yaml": "pyyaml",
     "PIL": "pillow",
@@ -34,6 +35,7 @@ EXTRAS: dict[str, str] = {
     "torch": "torch",
     "safetensors": "torch",
     "mcp": "mcp",
+    "pygls": "server",
     "pydantic": "project",
     "jinja2": "project",
 }
