@@ -8,10 +8,10 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from torchwise.review import Finding, ReviewSettings, Severity
+from torchwise.review import Finding, ReviewSettings, Severity, Workspace, project_imports
 from torchwise.server.actions import _minimal_edit, noqa_action
 from torchwise.server.analysis import Analysis, Placer, Source
-from torchwise.server.imports import ImportGraph, imported_files
+from torchwise.server.imports import ImportGraph
 from torchwise.server.positions import LineIndex
 
 
@@ -82,17 +82,17 @@ def test_imports_name_project_files_beside_the_importer_and_its_package(tmp_path
         "import torch\nfrom . import models\nfrom .sub.layers import Block\n"
         "import pkg.sub\nfrom util import helper\nimport missing\n"
     )
-    found = imported_files(ast.parse(code), str(importer))
+    found = set(project_imports(str(importer), code))
     assert found == {
         str(tmp_path / "pkg" / "models.py"),
         str(tmp_path / "pkg" / "__init__.py"),
         str(tmp_path / "pkg" / "sub" / "layers.py"),
-        str(tmp_path / "pkg" / "sub" / "__init__.py"),
         str(tmp_path / "util.py"),
     }
-    graph = ImportGraph()
-    graph.set_open(str(tmp_path / "main.py"), "import util\n")
-    # main.py -> util.py (on disk) -> pkg/models.py
+    workspace = Workspace()
+    graph = ImportGraph(workspace)
+    workspace.set_buffer(str(tmp_path / "main.py"), "import util\n")
+    # main.py (a buffer, not on disk) -> util.py (on disk) -> pkg/models.py
     assert graph.dependents(str(tmp_path / "pkg" / "models.py"), [str(tmp_path / "main.py")])
     assert not graph.dependents(str(tmp_path / "pkg" / "train.py"), [str(tmp_path / "main.py")])
 

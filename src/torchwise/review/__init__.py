@@ -10,7 +10,9 @@ Public API::
 
 ``review_paths`` indexes every file of the run (and the project files they
 import) before the rules run; ``review_text`` reviews an editor's buffer as if
-it were at a path; ``review_source`` reviews one string on its own.
+it were at a path (with a ``Workspace``, an editor session's summaries and
+unsaved buffers carry over between calls); ``review_source`` reviews one
+string on its own; ``project_imports`` lists the project files a file imports.
 """
 
 from torchwise.findings import Applicability, Edit, Finding, Fix, Severity
@@ -19,11 +21,13 @@ from torchwise.review.runner import (
     FileReport,
     FixMode,
     ReviewReport,
+    project_imports,
     review_paths,
     review_source,
     review_text,
 )
 from torchwise.review.settings import ReviewSettings, build_settings
+from torchwise.review.workspace import Workspace
 
 __all__ = [
     "Applicability",
@@ -36,9 +40,11 @@ __all__ = [
     "ReviewSettings",
     "RuleInfo",
     "Severity",
+    "Workspace",
     "all_rules",
     "build_settings",
     "get_rule",
+    "project_imports",
     "review_paths",
     "review_source",
     "review_text",

@@ -31,6 +31,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from torchwise.findings import Applicability, Severity
+from torchwise.sarif import REPOSITORY
+
+#: The rule pages, one per family (docs/rules/<family>.md).
+DOCS_URL = f"{REPOSITORY}/blob/main/docs/rules"
 
 #: Rule families, by the hundreds digit of the code, in documentation order.
 FAMILIES: dict[str, str] = {
@@ -162,6 +166,11 @@ class RuleInfo:
 
     def use_instead(self) -> str:
         return code_block(section(self.doc, "## Use instead"))
+
+    @property
+    def url(self) -> str:
+        """Where the rule's documentation lives (anchors written by scripts/gen_rule_docs.py)."""
+        return f"{DOCS_URL}/{self.family}.md#{self.code.lower()}"
 
 
 _RULES: dict[str, RuleInfo] = {}

@@ -41,6 +41,7 @@ from torchwise.review.index.project import ProjectIndex
 from torchwise.review.index.records import ModuleSummary, TorchRange
 from torchwise.review.index.summary import summarize_tree, unparsed
 from torchwise.review.settings import ReviewSettings
+from torchwise.review.workspace import Workspace
 
 CACHE_DIR_NAME = ".torchwise_cache"
 # Below this many files a process pool costs more than it saves.
@@ -155,17 +156,26 @@ def review_text(
     settings: ReviewSettings | None = None,
     *,
     fix: FixMode | None = None,
+    workspace: Workspace | None = None,
 ) -> ReviewReport:
     """Review source that is not (or not yet) on disk, as if it were at ``path``:
     an editor's buffer sent on stdin. The project files it imports, found beside
-    ``path``, are indexed; nothing is written, even when fixing."""
+    ``path``, are indexed; nothing is written, even when fixing.
+
+    ``workspace`` (an editor session's): the project files are summarised only
+    when their text changed since the last review, and unsaved buffers it holds
+    are read instead of the disk."""
     settings = settings or ReviewSettings()
     tree = parse(text, path)
     if not isinstance(tree, ast.Module):
         analysis = analyse_source(text, path, settings)  # the syntax error, and what recovers
         return ReviewReport([FileReport(path, analysis.findings, text.count("\n"))])
-    summaries = {path: summarize_tree(tree, text, path)}
-    run = _Run(settings, None, 1, None)
+    if workspace is not None:
+        summaries = {path: workspace.summary(path, text, tree)}
+        run = _Run(settings, None, 1, None, summary_of=workspace.summary)
+    else:
+        summaries = {path: summarize_tree(tree, text, path)}
+        run = _Run(settings, None, 1, None)
     summaries.update(run._extra_files(summaries))
     index = ProjectIndex(summaries.values(), _torch_ranges(summaries, Declarations()))
     view = index.view(path)
@@ -202,8 +212,11 @@ class _Run:
         cache: ReviewCache | None,
         workers: int,
         progress: Progress | None,
+        summary_of: Callable[[str], ModuleSummary] | None = None,
     ) -> None:
         self.settings = settings
+        #: How a project file the run does not review is summarised (default: from disk).
+        self.summary_of = summary_of
         self.cache = cache
         self.workers = workers
         self.progress = progress
@@ -291,6 +304,9 @@ class _Run:
         summaries = {}
         kept = 0
         for path in paths:
+            if self.summary_of is not None:
+                summaries[path] = self.summary_of(path)
+                continue
             tree, summary = _parse_and_summarise(path)
             gc.freeze()
             summaries[path] = summary
@@ -374,6 +390,30 @@ def _parse_and_summarise(path: str) -> tuple[ast.Module | None, ModuleSummary]:
     if not isinstance(tree, ast.Module):
         return None, unparsed(path, source_file.source)
     return tree, summarize_tree(tree, source_file.source, path)
+
+
+def project_imports(path: str, text: str | None = None) -> list[str]:
+    """The project files ``path`` imports (found beside it, or beside its top
+    package, as Python's path would find them), as a review indexes them."""
+    if text is None:
+        try:
+            text = read_source(Path(path)).source
+        except ValueError:
+            return []
+    tree = parse(text, path)
+    if not isinstance(tree, ast.Module):
+        return []
+    return imported_files(path, summarize_tree(tree, text, path))
+
+
+def imported_files(path: str, summary: ModuleSummary) -> list[str]:
+    """The project files a summarised file imports."""
+    files = _Files()
+    found = {
+        _local_module(written, path, files)
+        for written in [*summary.imports.values(), *summary.star_imports]
+    }
+    return sorted(file for file in found if file is not None and file != path)
 
 
 def _parse_tree(path: str) -> ast.Module | None:

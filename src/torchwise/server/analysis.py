@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchwise.review import Finding, ReviewSettings, review_text
+from torchwise.review import Finding, ReviewSettings, Workspace, review_text
 from torchwise.server.positions import LineIndex
 
 _MAGIC = re.compile(r"\s*[%!]")
@@ -76,14 +76,15 @@ class Analysis:
     findings: tuple[Finding, ...]
 
 
-def analyse(source: Source, settings: ReviewSettings) -> Analysis:
+def analyse(source: Source, settings: ReviewSettings, workspace: Workspace) -> Analysis:
     """Review the text of ``source`` as if it were the file at ``source.path``.
 
-    review indexes the project files the text imports (from disk), so the
-    findings follow the project as ``torchwise review`` sees it."""
+    review indexes the project files the text imports, as the editor holds
+    them (the workspace's unsaved buffers, else the disk), and summarises only
+    those whose text changed since the last analysis."""
     if settings.is_excluded(source.path):
         return Analysis(source, settings, ())  # `exclude`: as if review never saw it
-    report = review_text(source.text, source.path, settings)
+    report = review_text(source.text, source.path, settings, workspace=workspace)
     return Analysis(source, settings, tuple(report.findings))
 
 

@@ -6,10 +6,13 @@ at a time in a worker thread, each on the newest text when it starts, so the
 protocol keeps being read while review works; changes that arrive during an
 analysis are folded into one more (no fixed delay is added to a keystroke).
 
-What an analysis sees of the rest of the project is what review reads from
-disk: the files the text imports. So saving a file (or a change on disk that the
-editor reports) also re-analyses the open files whose imports reach it, and a
-change to a ``pyproject.toml`` re-analyses every open file with its new
+What an analysis sees of the rest of the project is the files the text
+imports, as the editor holds them: the open buffers (kept in a review
+``Workspace`` with each file's summary, made again only when its text
+changes), else the disk. So an edit to an open file that changes what other
+files can see of it (its classes, functions, returns), its saving, or a change
+on disk that the editor reports re-analyses the open files whose imports reach
+it; a change to a ``pyproject.toml`` re-analyses every open file with its new
 settings. Nothing else of the workspace is read.
 """
 
@@ -27,6 +30,7 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from torchwise import __version__
+from torchwise.review import Workspace
 from torchwise.server.analysis import Analysis, Placer, Source, analyse
 from torchwise.server.imports import ImportGraph
 from torchwise.server.settings import ClientOptions, Resolved, SettingsCache
@@ -56,7 +60,8 @@ class TorchwiseLanguageServer(LanguageServer):
             ),
         )
         self.settings = SettingsCache()
-        self.graph = ImportGraph()
+        self.review_workspace = Workspace()
+        self.graph = ImportGraph(self.review_workspace)
         self.open_keys: set[str] = set()
         self.analyses: dict[str, tuple[Analysis, Placer]] = {}
         self._scheduled: dict[str, bool] = {}  # key -> another run wanted after this one
@@ -139,8 +144,13 @@ class TorchwiseLanguageServer(LanguageServer):
             self._note_settings(key, resolved)
             loop = asyncio.get_running_loop()
             try:
+                visible_change = False
+                if source.cells is None:
+                    visible_change = await loop.run_in_executor(
+                        self._worker, self.review_workspace.set_buffer, source.path, source.text
+                    )
                 analysis = await loop.run_in_executor(
-                    self._worker, analyse, source, resolved.settings
+                    self._worker, analyse, source, resolved.settings, self.review_workspace
                 )
             except Exception as exc:  # review's bug must not stop the editor's server
                 logger.exception("analysis of %s failed", key)
@@ -150,7 +160,8 @@ class TorchwiseLanguageServer(LanguageServer):
             return None  # closed meanwhile
         placer = Placer(source, self.encoding)
         self.analyses[key] = (analysis, placer)
-        self.graph.set_open(source.path, source.text)
+        if visible_change and len(self.analyses) > 1:
+            self.saved(source.path)  # the files importing it see the unsaved edit
         if self._overtaken(key, source) and self._skipped.get(key, 0) < _MAX_SKIPPED:
             self._skipped[key] = self._skipped.get(key, 0) + 1
         else:
@@ -186,7 +197,9 @@ class TorchwiseLanguageServer(LanguageServer):
         """A closed document: its diagnostics cleared, its state dropped."""
         known = self.analyses.pop(key, None)
         self.open_keys.discard(key)
-        self.graph.close(self.path_of(key))
+        path = self.path_of(key)
+        self.review_workspace.drop_buffer(path)  # the file on disk is what others import again
+        self.saved(path)
         uris_ = known[0].source.uris() if known is not None else [key]
         for uri in uris_:
             self.text_document_publish_diagnostics(

@@ -20,9 +20,7 @@ from torchwise.findings import Finding, Severity
 from torchwise.review.output import RenderOptions
 from torchwise.review.registry import FAMILIES, RuleInfo, all_rules, section
 from torchwise.review.runner import ReviewReport
-from torchwise.sarif import REPOSITORY, sarif_log
-
-DOCS_URL = f"{REPOSITORY}/blob/main/docs/rules"
+from torchwise.sarif import sarif_log
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 # CVSS-like scores GitHub maps to critical/high/medium/low for security rules.
@@ -30,8 +28,8 @@ SECURITY_SEVERITY = {Severity.ERROR: "8.8", Severity.WARNING: "5.5", Severity.IN
 
 
 def rule_url(info: RuleInfo) -> str:
-    """Where a rule's documentation lives (anchors written by scripts/gen_rule_docs.py)."""
-    return f"{DOCS_URL}/{info.family}.md#{info.code.lower()}"
+    """Where a rule's documentation lives."""
+    return info.url
 
 
 def is_security(info: RuleInfo) -> bool:
