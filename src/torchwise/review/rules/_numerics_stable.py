@@ -1,9 +1,10 @@
 """Numerics (TW501, TW503-TW507): compositions with a numerically stable spelling.
 
-Helpers shared by the TW501 and TW503-TW507 rule modules. Every rule here looks at one expression
-and its direct operands: ``torch.log(F.softmax(x, 1))`` is flagged, a softmax
-stored in a variable and logged three lines later is not (entropy code does
-that on purpose).
+Helpers shared by the TW501 and TW503-TW507 rule modules. The log rules follow
+the value model: ``torch.log(F.softmax(x, 1))`` and ``probs.log()`` where
+``probs`` holds a softmax (assigned earlier, returned by a project function,
+a model's output that ends in one) are the same composition; a softmax made
+safe first (``p + eps``, ``p.clamp(min=eps)``) is not.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ast
 
 from torchwise.findings import Applicability, Edit, Fix
 from torchwise.review.engine.context import Context
+from torchwise.review.rules._numerics import producer
 
 LOGS = {"torch.log", "math.log", "numpy.log"}
 EXPS = {"torch.exp", "math.exp", "numpy.exp"}
@@ -31,7 +33,30 @@ def logged_argument(node: ast.Call, ctx: Context) -> ast.expr | None:
     func = node.func
     if not isinstance(func, ast.Attribute) or func.attr != "log" or node.args or node.keywords:
         return None
-    return func.value if isinstance(func.value, ast.Call) else None
+    if ctx.qualname(func) is not None:
+        return None  # `math.log` without arguments: not a tensor's method
+    return func.value
+
+
+def activation_held(
+    expr: ast.expr, log: ast.Call, ctx: Context
+) -> tuple[str, int | None] | None:
+    """(activation, line) when ``expr`` is not a direct call but holds a softmax or
+    sigmoid output: a name assigned one, a project function returning one, a
+    model whose output ends in one. Not in an entropy, ``p * log(p)``, written
+    over stored probabilities on purpose (it needs the probabilities anyway)."""
+    if isinstance(expr, ast.Call) and producer(expr, ctx) is not None:
+        return None  # a direct call: the caller's own pattern
+    parent = ctx.parent
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mult):
+        other = parent.right if parent.left is log else parent.left
+        if ctx.dotted(other) is not None and ctx.dotted(other) == ctx.dotted(expr):
+            return None
+    value = ctx.value_of(expr)
+    if value is None or value.activation is None:
+        return None
+    at = value.activation_at
+    return value.activation, (at[1] if at is not None and at[0] is None else None)
 
 
 def unwrap(ctx: Context, outer: ast.Call, inner: ast.Call, rename: Edit, title: str) -> Fix:

@@ -11,14 +11,23 @@ from torchwise.findings import Applicability, Severity
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics import SOFTMAX, producer
-from torchwise.review.rules._numerics_stable import LOG_SOFTMAX_NAMES, logged_argument, unwrap
+from torchwise.review.rules._numerics_stable import (
+    LOG_SOFTMAX_NAMES,
+    activation_held,
+    logged_argument,
+    unwrap,
+)
 from torchwise.review.rules._util import rename_attribute
 
 
 @rule
 class LogOfSoftmax(Rule):
     """## What it does
-    Flags `torch.log(F.softmax(x, dim))` and `x.softmax(dim).log()`.
+    Flags `torch.log(F.softmax(x, dim))` and `x.softmax(dim).log()`, and the
+    log of a name that holds a softmax: assigned one earlier, returned by a
+    project function, or the output of a model whose last layer is one
+    (`probs = F.softmax(logits, -1)` then `torch.log(probs)`). A softmax made
+    safe first (`probs + 1e-8`, `probs.clamp(min=1e-8)`) is not flagged.
 
     ## Why is this bad?
     Softmax underflows to exactly 0 for logits far below the maximum, and
@@ -54,10 +63,27 @@ class LogOfSoftmax(Rule):
     family = "numerics"
     severity = Severity.WARNING
     message = "`log` of a softmax underflows to -inf; use `log_softmax`"
+    held_message = (
+        "`{name}` holds a softmax{where}: its `log` underflows to -inf; "
+        "use `log_softmax` on the logits"
+    )
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         inner = logged_argument(node, ctx)
+        if inner is None:
+            return
+        held = activation_held(inner, node, ctx)
+        if held is not None and held[0] == SOFTMAX:
+            where = f" (line {held[1]})" if held[1] is not None else ""
+            ctx.report(
+                self,
+                node,
+                message=self.held_message,
+                name=ctx.text(inner),
+                where=where,
+            )
+            return
         if not isinstance(inner, ast.Call) or producer(inner, ctx) != SOFTMAX:
             return
         target = inner.func.func if isinstance(inner.func, ast.Call) else inner.func

@@ -11,14 +11,21 @@ from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._numerics import SIGMOID, producer
-from torchwise.review.rules._numerics_stable import logged_argument, single_argument
+from torchwise.review.rules._numerics_stable import (
+    activation_held,
+    logged_argument,
+    single_argument,
+)
 from torchwise.review.rules._util import replace, torch_is_imported
 
 
 @rule
 class LogOfSigmoid(Rule):
     """## What it does
-    Flags `torch.log(torch.sigmoid(x))` and `x.sigmoid().log()`.
+    Flags `torch.log(torch.sigmoid(x))` and `x.sigmoid().log()`, and the log of
+    a name that holds a sigmoid (assigned one, returned by a project function,
+    the output of a model that ends in one); not one made safe first
+    (`p + 1e-8`, `p.clamp(min=1e-8)`).
 
     ## Why is this bad?
     `sigmoid(x)` rounds to exactly 0 for `x` below about -88 in float32 (-17
@@ -49,10 +56,27 @@ class LogOfSigmoid(Rule):
     family = "numerics"
     severity = Severity.WARNING
     message = "`log` of a sigmoid underflows to -inf; use `F.logsigmoid`"
+    held_message = (
+        "`{name}` holds a sigmoid{where}: its `log` underflows to -inf; "
+        "use `F.logsigmoid` on the logits"
+    )
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         inner = logged_argument(node, ctx)
+        if inner is None:
+            return
+        held = activation_held(inner, node, ctx)
+        if held is not None and held[0] == SIGMOID:
+            where = f" (line {held[1]})" if held[1] is not None else ""
+            ctx.report(
+                self,
+                node,
+                message=self.held_message,
+                name=ctx.text(inner),
+                where=where,
+            )
+            return
         if not isinstance(inner, ast.Call) or producer(inner, ctx) != SIGMOID:
             return
         argument: ast.expr | None = None
