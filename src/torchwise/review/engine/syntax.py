@@ -71,3 +71,25 @@ def _dotted(node: ast.AST) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def file_name(expr: ast.AST | None) -> str | None:
+    """The file name a path expression ends in, when the code writes it out:
+    ``"ckpt.pt"``, ``os.path.join(args.out, "ckpt.pt")``, ``f"{out}/ckpt.pt"``,
+    ``out + "/ckpt.pt"``, ``Path(out) / "ckpt.pt"``."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        name = expr.value.replace("\\", "/").rsplit("/", 1)[-1]
+        return name or None
+    if isinstance(expr, ast.JoinedStr) and expr.values:
+        last = expr.values[-1]
+        if isinstance(last, ast.Constant) and isinstance(last.value, str) and "/" in last.value:
+            return file_name(last)
+        return None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Div)):
+        return file_name(expr.right)
+    if isinstance(expr, ast.Call) and expr.args:
+        func = expr.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in {"join", "joinpath"}:
+            return file_name(expr.args[-1])
+    return None

@@ -119,6 +119,9 @@ class SaveFact:
     whole: str | None
     keys: dict[str, str] = field(default_factory=dict)  # dict key -> what it holds
     function: str | None = None  # qualname of the enclosing function
+    #: The file name the path expression ends in (``"ckpt.pt"`` of
+    #: ``os.path.join(out, "ckpt.pt")``), when the code writes it out.
+    file_name: str | None = None
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import file_name
 from torchwise.review.index.records import (
     NAMESPACE_NAMES,
     TOP_LEVEL,
@@ -427,6 +428,8 @@ def _assigns_training(node: ast.FunctionDef) -> bool:
 
 
 _SAVED_KINDS = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
+#: What ``weights_only=True`` refuses (the load rules name each).
+_REFUSED_KINDS = {"module", "optimizer", "namespace", "array"}
 
 
 def _saved_kind(ctx: Context, expr: ast.expr) -> str:
@@ -445,6 +448,9 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
             return "array"
     if isinstance(expr, (ast.List, ast.Tuple)) and expr.elts:
         kinds = {_saved_kind(ctx, element) for element in expr.elts}
+        refused = kinds & _REFUSED_KINDS
+        if refused:
+            return sorted(refused)[0]  # `[model, optimizer]`: one refused item fails the load
         return kinds.pop() if len(kinds) == 1 else "other"
     if isinstance(expr, ast.Constant):
         return "state"
@@ -452,6 +458,8 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
     kind = None if value is None else _SAVED_KINDS.get(value.kind or "")
     if kind is not None:
         return kind
+    if value is not None and value.kind is None and (value.origin or "").startswith("numpy."):
+        return "array"  # `best = np.max(scores)`: a NumPy scalar or array
     if isinstance(expr, ast.Name):
         function = ctx.function
         if function is not None and expr.id in function.params:
@@ -473,6 +481,7 @@ def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
         path=path if isinstance(path, str) else None,
         path_text=ctx.text(target) if target is not None else "",
         whole=None,
+        file_name=file_name(target),
     )
     if isinstance(saved, ast.Dict) and all(key is not None for key in saved.keys):
         for key, value in zip(saved.keys, saved.values, strict=False):

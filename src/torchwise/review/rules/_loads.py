@@ -12,11 +12,11 @@ the load reads.
 from __future__ import annotations
 
 import ast
-import os
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import keyword
+from torchwise.review.engine.syntax import file_name, keyword
+from torchwise.review.index.records import SaveFact
 
 WEIGHTS_ONLY_DEFAULT = (2, 6)
 #: Saved kinds that weights_only=True refuses, as the message names them.
@@ -39,20 +39,26 @@ def refused_content(load: F.LoadFacts, ctx: Context) -> str | None:
         return REFUSED["module"]
     if "optimizer" in load.uses:
         return REFUSED["optimizer"]
-    path = _literal_path(load.node)
-    for _, save in ctx.project.saves():
-        same_file = (
-            path is not None
-            and save.path is not None
-            and os.path.basename(save.path) == os.path.basename(path)
+    path = _path_argument(load.node)
+    name = file_name(path)
+    text = None if path is None else ctx.text(path)
+    for where, save in ctx.project.saves():
+        same_file = (name is not None and save.file_name == name) or (
+            text is not None and where == ctx.path and save.path_text == text
         )
+        shown = _where(where, save, ctx)
         if same_file and save.whole in REFUSED:
-            return REFUSED[save.whole]
-        for key in load.keys:
-            kind = save.keys.get(key)
-            if kind in REFUSED:
-                return f"{REFUSED[kind]} (saved under {key!r})"
+            return f"{REFUSED[save.whole]} (written by `torch.save` at {shown})"
+        if same_file or name is None or save.file_name is None:
+            for key in load.keys:
+                kind = save.keys.get(key)
+                if kind in REFUSED:
+                    return f"{REFUSED[kind]} (saved under {key!r} by `torch.save` at {shown})"
     return None
+
+
+def _where(path: str, save: SaveFact, ctx: Context) -> str:
+    return f"line {save.line}" if path == ctx.path else f"{path}:{save.line}"
 
 
 def explicit_weights_only(call: ast.Call) -> ast.expr | None:
@@ -60,8 +66,5 @@ def explicit_weights_only(call: ast.Call) -> ast.expr | None:
     return None if item is None else item.value
 
 
-def _literal_path(call: ast.Call) -> str | None:
-    first = call.args[0] if call.args else getattr(keyword(call, "f"), "value", None)
-    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return None
+def _path_argument(call: ast.Call) -> ast.expr | None:
+    return call.args[0] if call.args else getattr(keyword(call, "f"), "value", None)

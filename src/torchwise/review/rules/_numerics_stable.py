@@ -38,9 +38,7 @@ def logged_argument(node: ast.Call, ctx: Context) -> ast.expr | None:
     return func.value
 
 
-def activation_held(
-    expr: ast.expr, log: ast.Call, ctx: Context
-) -> tuple[str, int | None] | None:
+def activation_held(expr: ast.expr, log: ast.Call, ctx: Context) -> tuple[str, int | None] | None:
     """(activation, line) when ``expr`` is not a direct call but holds a softmax or
     sigmoid output: a name assigned one, a project function returning one, a
     model whose output ends in one. Not in an entropy, ``p * log(p)``, written
