@@ -273,6 +273,8 @@ class Context(ValueReader):
                     ]
                     if built:
                         return built[-1]
+                if len(visible) > 1 and latest.tensor is not None:
+                    return _agreed_device(latest, visible)
                 return latest
         return None
 
@@ -383,3 +385,18 @@ class Context(ValueReader):
                 data=fields,
             )
         )
+
+
+def _agreed_device(latest: Value, visible: list[Value]) -> Value:
+    """``latest`` with its device kept only when every binding that reaches here
+    agrees on it (``if cuda: h = h.cuda()`` / ``else: h = h``: either)."""
+    assert latest.tensor is not None
+    place = latest.tensor.place
+    if place is None:
+        return latest
+    for other in visible:
+        if other is latest or other.tensor is None:
+            continue
+        if other.tensor.place is None or other.tensor.place.device != place.device:
+            return latest.but(tensor=latest.tensor.but(place=None))
+    return latest

@@ -97,6 +97,9 @@ class Value:
     #: Tensors, modules, devices and containers of tensors: device, shape,
     #: alias (see :mod:`.tensors`). None: nothing known.
     tensor: TensorInfo | None = None
+    #: The items of a tuple or list written out (``return loss, logits``), each
+    #: what it holds: what unpacking it binds.
+    items: tuple[Value | None, ...] | None = None
 
     def but(self, **changes: object) -> Value:
         return replace(self, **changes)  # type: ignore[arg-type]

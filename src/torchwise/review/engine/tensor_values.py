@@ -680,3 +680,16 @@ def _collates_differently(loader: ast.Call) -> bool:
 def _unit(tensor: list[str | int | bool] | None) -> str | None:
     """The size-1 origin recorded with a returned tensor (see ArgFact.tensor)."""
     return str(tensor[4]) or None if tensor is not None and len(tensor) > 4 else None
+
+
+def tensor_of_fact(tensor: list[str | int | bool] | None, why: str) -> TensorInfo | None:
+    """The shape facts an index record keeps of a returned tensor (its rank, the
+    origin of a size-1 last dimension), without its device."""
+    if tensor is None or len(tensor) < 6:
+        return None
+    rank = int(tensor[5])
+    unit = str(tensor[4]) or None
+    if rank < 0 and unit is None:
+        return None
+    dims = None if rank < 0 else tuple(None for _ in range(rank))
+    return TensorInfo(dims=dims, batched=bool(tensor[3]), unit_dim=unit)

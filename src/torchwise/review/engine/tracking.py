@@ -22,6 +22,7 @@ from torchwise.review.engine.context import (
     pass_through_arguments,
 )
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensor_values import elementwise, tensor_of_fact
 from torchwise.review.engine.tensors import ACCEL, TensorInfo
 
 _VIEW_ATTRIBUTES = {"data", "T", "mT", "H", "mH"}
@@ -288,6 +289,8 @@ class Tracker:
                         flags=bound.flags
                         | {UNPACKED}
                         | ({"model_activation"} if item.activation else set()),
+                        tensor=tensor_of_fact(item.tensor, "returned")
+                        or (bound.tensor.but(dims=None, unit_dim=None) if bound.tensor else None),
                     )
                     for item, at in returns
                 ]
@@ -295,6 +298,8 @@ class Tracker:
             return [bound.but(activation=None, flags=bound.flags | {UNPACKED})] * count
         if bound.kind in (F.LOADED, F.MODULE, F.LOSS, F.TENSOR, F.DATASET):
             return [bound] * count  # `encoder, decoder = torch.load(...)`
+        if bound.items is not None and len(bound.items) == count:
+            return list(bound.items)  # `loss, logits = step(x)`: each item as returned
         if bound.kind == F.TENSORS and bound.tensor is not None:
             info = bound.tensor  # `x, y = batch`
             return [bound.but(kind=F.TENSOR, tensor=info.element(i)) for i in range(count)]
@@ -308,7 +313,23 @@ class Tracker:
             added = ctx.value_of(node.value)
             if added is not None and added.kind == F.LOSS:
                 through = added.through | (current.through if current else frozenset())
-                ctx.bind(node.target, Value(F.LOSS, through=through, crossing=added.crossing))
+                # `loss /= n` keeps its shape; `total += loss` takes the loss's.
+                info = (
+                    elementwise(None if current is None else current.tensor, added.tensor)
+                    if current is not None and current.tensor is not None
+                    else added.tensor
+                )
+                ctx.bind(
+                    node.target,
+                    Value(F.LOSS, through=through, crossing=added.crossing, tensor=info),
+                )
+            elif (
+                current is not None
+                and current.kind == F.LOSS
+                and current.tensor is not None
+                and added is None
+            ):
+                pass  # `loss /= n`: the same 0-dim loss, divided by a number
             elif current is None:
                 ctx.bind(node.target, None)
 

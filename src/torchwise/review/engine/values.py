@@ -238,6 +238,13 @@ class ValueReader(TensorReader):
         if inner.kind == F.TENSORS or (info is not None and info.container):
             index = expr.slice
             position = index.value if isinstance(index, ast.Constant) else None
+            held = inner.items
+            if (
+                held is not None
+                and isinstance(position, int)
+                and -len(held) <= position < len(held)
+            ):
+                return held[position]
             element = (
                 None
                 if info is None
@@ -306,7 +313,7 @@ class ValueReader(TensorReader):
             container=True,
             elements=items if len(items) == len(infos) else None,
         )
-        return Value(F.TENSORS, tensor=element, node=node)
+        return Value(F.TENSORS, tensor=element, node=node, items=tuple(values))
 
     def kind_of_call(self, call: ast.Call) -> str | None:
         value = self.value_of_call(call)
@@ -347,6 +354,8 @@ class ValueReader(TensorReader):
         return None
 
     def _value_of_resolved(self, call: ast.Call, qualname: str) -> Value | None:
+        if qualname == "torch.autograd.Variable" and call.args:
+            return self.value_of(call.args[0])  # a no-op wrapper since torch 0.4
         activation = ACTIVATIONS.get(qualname)
         if activation is not None:
             return self._activated(call, activation)

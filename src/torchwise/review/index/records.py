@@ -31,8 +31,11 @@ class ArgFact:
     line: int | None = None  # where the value (or its activation) was made
     guessed: bool = False  # known only from the name it has (`model`, `loader`)
     flags: list[str] = field(default_factory=list)  # Value.flags (dropout, opaque, ...)
-    #: A tensor's device, with the evidence, and the origin of a size-1 last
-    #: dimension: [device or "", line, why, has dimensions, "linear-1" or ""].
+    #: The items of a tuple or list written out (``return loss, logits``).
+    elements: list[ArgFact] | None = None
+    #: A tensor's device, with the evidence, the origin of a size-1 last
+    #: dimension and the rank: [device or "", line, why, has dimensions,
+    #: "linear-1" or "", rank or -1].
     tensor: list[str | int | bool] | None = None
 
 
@@ -147,7 +150,7 @@ class ModuleSummary:
     @classmethod
     def from_json(cls, data: Json) -> ModuleSummary:
         def arg(item: Json) -> ArgFact | None:
-            return None if item is None else ArgFact(**item)
+            return None if item is None else _arg(item)
 
         def call(item: Json) -> CallFact:
             return CallFact(
@@ -155,8 +158,8 @@ class ModuleSummary:
                 line=item["line"],
                 col=item["col"],
                 branch=[(b[0], b[1]) for b in item["branch"]],
-                args=[ArgFact(**a) for a in item["args"]],
-                keywords={k: ArgFact(**a) for k, a in item["keywords"].items()},
+                args=[_arg(a) for a in item["args"]],
+                keywords={k: _arg(a) for k, a in item["keywords"].items()},
                 no_grad=item["no_grad"],
                 in_loop=item["in_loop"],
             )
@@ -166,7 +169,7 @@ class ModuleSummary:
                 qualname=item["qualname"],
                 line=item["line"],
                 params=item["params"],
-                defaults={k: ArgFact(**a) for k, a in item["defaults"].items()},
+                defaults={k: _arg(a) for k, a in item["defaults"].items()},
                 events=[(e[0], e[1], e[2], [(b[0], b[1]) for b in e[3]]) for e in item["events"]],
                 calls=[call(c) for c in item["calls"]],
                 param_uses=item["param_uses"],
@@ -180,8 +183,8 @@ class ModuleSummary:
             return ClassFact(
                 **{
                     **item,
-                    "attributes": {k: ArgFact(**a) for k, a in item["attributes"].items()},
-                    "returns": [ArgFact(**a) for a in item["returns"]],
+                    "attributes": {k: _arg(a) for k, a in item["attributes"].items()},
+                    "returns": [_arg(a) for a in item["returns"]],
                 }
             )
 
@@ -211,7 +214,7 @@ _ARG_FIELDS = frozenset(f.name for f in fields(ArgFact))
 
 def compact_arg_fact(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``asdict``'s dict factory: an ArgFact's fields at their defaults are left
-    out (``ArgFact(**item)`` restores them); other dataclasses are kept whole."""
+    out (``_arg(item)`` restores them); other dataclasses are kept whole."""
     if {key for key, _ in pairs} != _ARG_FIELDS:
         return dict(pairs)
     # Identity, not equality, for the defaults: a literal False or 0 is no None.
@@ -266,3 +269,11 @@ class CallSite:
         if self._known is None:
             self._known = self._after_eval()
         return self._known
+
+
+def _arg(item: Json) -> ArgFact:
+    """An ArgFact from its JSON (its tuple items too)."""
+    elements = item.get("elements")
+    if elements is None:
+        return ArgFact(**item)
+    return ArgFact(**{**item, "elements": [_arg(element) for element in elements]})

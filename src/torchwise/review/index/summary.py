@@ -51,6 +51,8 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
     if expr is None:
         return ArgFact()
     fact = ArgFact(name=ctx.dotted(expr))
+    if isinstance(expr, (ast.Tuple, ast.List)) and 1 < len(expr.elts) <= 8:
+        fact.elements = [arg_fact(ctx, element) for element in expr.elts]
     if isinstance(expr, ast.Constant) and isinstance(
         expr.value, (bool, int, float, str, type(None))
     ):
@@ -65,7 +67,10 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         fact.guessed = "guessed" in value.flags
         fact.flags = sorted(value.flags - {"guessed"})
         info = value.tensor
-        if info is not None and (info.place is not None or info.unit_dim is not None):
+        known = info is not None and (
+            info.place is not None or info.unit_dim is not None or info.dims is not None
+        )
+        if info is not None and known:
             place = info.place
             fact.tensor = [
                 "" if place is None else place.device,
@@ -73,6 +78,7 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
                 "" if place is None else place.why,
                 info.nonscalar,
                 info.unit_dim or "",
+                -1 if info.dims is None else len(info.dims),
             ]
     return fact
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.facts import Value
+from torchwise.review.engine.tensor_values import tensor_of_fact
 from torchwise.review.engine.tensors import Place, TensorInfo
 from torchwise.review.engine.view import ProjectView
 from torchwise.review.index.project import ProjectIndex
@@ -81,18 +82,37 @@ class IndexView(ProjectView):
         if origin is not None and self.klass(origin) is None and target is not None:
             origin = _requalify(origin, target, self)
         tensor = None if target is None else self._returned_tensor(returned, target, call)
+        items = None
+        if returned.elements is not None and target is not None:
+            items = tuple(self._item_value(item, target, call) for item in returned.elements)
         return Value(
             returned.kind,
             origin=origin,
             activation=returned.activation,
             node=call,
             tensor=tensor,
+            items=items,
+        )
+
+    def _item_value(self, item: ArgFact, target: str, call: ast.Call) -> Value | None:
+        """One item of a tuple a project function returns, as the call site sees it."""
+        if item.kind is None and item.tensor is None:
+            return None
+        flags = frozenset({"guessed"}) if item.guessed else frozenset()
+        return Value(
+            item.kind,
+            activation=item.activation,
+            node=call,
+            flags=flags,
+            tensor=self._returned_tensor(item, target, call),
         )
 
     def _returned_tensor(self, returned: ArgFact, target: str, call: ast.Call) -> TensorInfo | None:
-        """Where the tensors a project function returns live, as its summary says."""
+        """What the tensors a project function returns hold, as its summary says:
+        where they live, their rank."""
+        shape = tensor_of_fact(returned.tensor, "")
         if returned.tensor is None or not returned.tensor[0]:
-            return None
+            return shape
         device, line, why, nonscalar = returned.tensor[:4]
         path, _, qualname = target.partition("::")
         shown = qualname.rsplit(".", 1)[-1]
@@ -103,7 +123,10 @@ class IndexView(ProjectView):
             None if path == self.path else path,
         )
         container = returned.kind == F.TENSORS
-        return TensorInfo(place=place, batched=bool(nonscalar), container=container)
+        info = TensorInfo(place=place, batched=bool(nonscalar), container=container)
+        if shape is not None:
+            info = info.but(dims=shape.dims, unit_dim=shape.unit_dim)
+        return info
 
     def _written_name(self, name: str) -> str:
         summary = self.index.summaries.get(self.path)

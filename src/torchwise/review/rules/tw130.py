@@ -61,7 +61,15 @@ class IndexOfScalarLoss(Rule):
             target.value if isinstance(target, ast.Attribute) and target.attr == "data" else target
         )
         value = ctx.value_of(base)
-        if value is None or value.kind != F.LOSS or "unreduced" in value.flags:
+        # `x.data[0]` on any value known to be 0-dim (a project loss module's
+        # output, a reduction), the pre-0.4 idiom this rule is about.
+        zero_dim = (
+            base is not target
+            and value is not None
+            and value.tensor is not None
+            and value.tensor.dims == ()
+        )
+        if value is None or (not zero_dim and (value.kind != F.LOSS or "unreduced" in value.flags)):
             return
         if "guessed" in value.flags and value.origin is not None:
             return  # named like a loss, built by something else: `loss = torch.zeros(2)`

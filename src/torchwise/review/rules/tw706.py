@@ -63,6 +63,11 @@ class IndexOfReducedTensor(Rule):
         info = value.tensor
         if info.container or info.dims is None:
             return
+        index = node.slice
+        held = node.value
+        data = isinstance(held, ast.Attribute) and held.attr == "data"
+        if info.dims == () and data and isinstance(index, ast.Constant) and index.value == 0:
+            return  # `x.data[0]` of a 0-dim value: TW130's, with its fix
         if too_many_indices(info.dims, subscript_items(node.slice)):
             rank = len(info.dims)
             ctx.report(
