@@ -78,6 +78,12 @@ class DeterminismUndone(Rule):
             caller = _deterministic_call(module, benchmark, ctx)
             if caller is not None:
                 ctx.report(self, benchmark.node, where=f"that `{caller}` asks for")
+                continue
+            asked = _asked_by_caller(benchmark, ctx)
+            if asked is not None:
+                ctx.report(
+                    self, benchmark.node, where=f"asked for before this function runs ({asked})"
+                )
 
 
 def _reset_later(benchmark: F.SettingFacts, settings: list[F.SettingFacts]) -> bool:
@@ -102,4 +108,24 @@ def _deterministic_call(
             continue
         if E.DETERMINISTIC in ctx.project.effects(call.target):
             return ctx.text(call.node.func)
+    return None
+
+
+def _asked_by_caller(benchmark: F.SettingFacts, ctx: Context) -> str | None:
+    """A project function that asks for determinism and then calls the one that
+    sets ``benchmark``: ``main()`` sets ``deterministic`` under ``--seed``, then
+    calls ``main_worker()``."""
+    function = benchmark.function
+    if function is None or function.target is None:
+        return None
+    for site in ctx.project.callers(function.target):
+        caller = ctx.project.function(site.caller)
+        if caller is None:
+            continue
+        for effect, line, _col, branch in caller.events:
+            if effect != E.DETERMINISTIC or line >= site.fact.line:
+                continue
+            if not F.exclusive(tuple(branch), tuple(site.fact.branch)):
+                where = site.path if site.path != ctx.path else "line"
+                return f"{where} {line}" if where == "line" else f"{where}:{line}"
     return None
