@@ -128,6 +128,8 @@ def kind_from_callee(qualname: str) -> str | None:
         return F.LOADED
     if qualname == "argparse.ArgumentParser":
         return F.PARSER
+    if qualname == "argparse.Namespace":
+        return F.NAMESPACE
     if _LOSS_FUNCTIONS.match(qualname):
         return F.LOSS
     if qualname.startswith("torch.nn.") and last[:1].isupper():

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         CallSite,
         ClassModel,
         FunctionFact,
+        LoadFact,
         SaveFact,
     )
 
@@ -104,6 +105,10 @@ class ProjectView:
 
     def saves(self) -> list[tuple[str, SaveFact]]:
         """Every ``torch.save`` of the project, with the file it is in."""
+        return []
+
+    def loads(self) -> list[tuple[str, LoadFact]]:
+        """Every ``torch.load`` of the project, with the file it is in."""
         return []
 
 

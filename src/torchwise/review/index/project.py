@@ -37,6 +37,7 @@ from torchwise.review.index.records import (
     ClassFact,
     ClassModel,
     FunctionFact,
+    LoadFact,
     ModuleSummary,
     SaveFact,
     TorchRange,
@@ -527,6 +528,10 @@ class ProjectIndex:
                 return kinds[arg.kind]
         return None
 
+    def loads(self) -> list[tuple[str, LoadFact]]:
+        """Every ``torch.load`` of the project, with the file it is in."""
+        return [(path, load) for path, summary in self.summaries.items() for load in summary.loads]
+
     def torch_range(self, path: str) -> TorchRange:
         directory = PurePosixPath(path).parent
         while True:
@@ -589,6 +594,8 @@ class ProjectIndex:
                 digest.update(self._digests.get(member, "").encode())
             for _save_path, save in self.saves():
                 digest.update(repr(save).encode())
+            for load_path, load in self.loads():
+                digest.update(f"{load_path}{load!r}".encode())
             cached = self._component_digests[key] = digest.hexdigest()
         return cached
 

@@ -128,6 +128,19 @@ class SaveFact:
 
 
 @dataclass
+class LoadFact:
+    """A ``torch.load`` of the file: what it reads back, and how."""
+
+    line: int
+    path_text: str
+    file_name: str | None  # as SaveFact.file_name
+    keys: list[str] = field(default_factory=list)  # items read: ckpt["args"]
+    #: "true"/"false" when ``weights_only=`` is given as a literal, "given" when
+    #: as an expression (the caller decides), None when left to the default.
+    weights_only: str | None = None
+
+
+@dataclass
 class ModuleSummary:
     path: str
     imports: dict[str, str] = field(default_factory=dict)  # local name -> written qualname
@@ -135,6 +148,7 @@ class ModuleSummary:
     classes: dict[str, ClassFact] = field(default_factory=dict)
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     saves: list[SaveFact] = field(default_factory=list)
+    loads: list[LoadFact] = field(default_factory=list)
     entry_point: bool = False
     #: Models of the file's classes moved to the device: [class as written, line].
     placed: list[tuple[str, int]] = field(default_factory=list)
@@ -195,6 +209,7 @@ class ModuleSummary:
             classes={k: klass(v) for k, v in data["classes"].items()},
             functions={k: function(v) for k, v in data["functions"].items()},
             saves=[SaveFact(**s) for s in data["saves"]],
+            loads=[LoadFact(**item) for item in data["loads"]],
             entry_point=data["entry_point"],
             placed=[(str(item[0]), int(item[1])) for item in data["placed"]],
             parsed=data["parsed"],

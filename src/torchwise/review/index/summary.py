@@ -29,6 +29,7 @@ from torchwise.review.index.records import (
     CallFact,
     ClassFact,
     FunctionFact,
+    LoadFact,
     LoopFact,
     ModuleSummary,
     SaveFact,
@@ -133,13 +134,22 @@ class Summarizer(Rule):
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         value = node.value
-        if not isinstance(value, ast.Dict) or any(key is None for key in value.keys):
+        if isinstance(value, ast.Dict) and all(key is not None for key in value.keys):
+            kinds = {
+                key.value: _saved_kind(ctx, item)
+                for key, item in zip(value.keys, value.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            }
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "dict"
+            and not value.args
+            and all(item.arg for item in value.keywords)
+        ):
+            kinds = {item.arg or "": _saved_kind(ctx, item.value) for item in value.keywords}
+        else:
             return
-        kinds = {
-            key.value: _saved_kind(ctx, item)
-            for key, item in zip(value.keys, value.values, strict=True)
-            if isinstance(key, ast.Constant) and isinstance(key.value, str)
-        }
         owner = id(ctx.function) if ctx.function is not None else 0
         for target in node.targets:
             if isinstance(target, ast.Name):
@@ -291,6 +301,7 @@ class Summarizer(Rule):
             name: target for name, target in ctx.scopes[0].imports.items() if target
         }
         self.summary.placed = list(dict.fromkeys(module.placed))
+        self.summary.loads = [_load_fact(ctx, load) for load in module.loads.values()]
 
     def _function(
         self,
@@ -505,6 +516,29 @@ def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
     else:
         fact.whole = _saved_kind(ctx, saved)
     return fact
+
+
+def _load_fact(ctx: Context, load: F.LoadFacts) -> LoadFact:
+    call = load.node
+    path = (
+        call.args[0]
+        if call.args
+        else next((item.value for item in call.keywords if item.arg == "f"), None)
+    )
+    given = next((item.value for item in call.keywords if item.arg == "weights_only"), None)
+    weights_only = None
+    if given is not None:
+        literal = given.value if isinstance(given, ast.Constant) else None
+        weights_only = "true" if literal is True else "false" if literal is False else "given"
+    elif any(item.arg is None for item in call.keywords):
+        weights_only = "given"  # `torch.load(f, **options)`
+    return LoadFact(
+        line=call.lineno,
+        path_text="" if path is None else ctx.text(path),
+        file_name=file_name(path),
+        keys=sorted(load.keys),
+        weights_only=weights_only,
+    )
 
 
 def source_hash(source: str) -> str:

@@ -23,7 +23,7 @@ from torchwise.review.index.records import CallSite, ClassModel, TorchRange
 
 if TYPE_CHECKING:
     from torchwise.review.engine.context import Context
-    from torchwise.review.index.records import ArgFact, FunctionFact, SaveFact
+    from torchwise.review.index.records import ArgFact, FunctionFact, LoadFact, SaveFact
 
 
 class IndexView(ProjectView):
@@ -75,8 +75,12 @@ class IndexView(ProjectView):
                 return Value(kind, origin=written, node=call)
         target = self.target(ref)
         fact = None if target is None else self.index.function(target)
-        if fact is None or fact.returns is None or fact.returns.kind is None:
+        if fact is None or fact.returns is None:
             return None
+        if fact.returns.kind is None:
+            numpy = fact.returns.origin or ""
+            # `return np.nanmean(iou)`: a NumPy value, as far as checkpoints care
+            return Value(None, origin=numpy, node=call) if numpy.startswith("numpy.") else None
         returned = fact.returns
         origin = returned.origin
         if origin is not None and self.klass(origin) is None and target is not None:
@@ -269,6 +273,9 @@ class IndexView(ProjectView):
 
     def saves(self) -> list[tuple[str, SaveFact]]:
         return self.index.saves()
+
+    def loads(self) -> list[tuple[str, LoadFact]]:
+        return self.index.loads()
 
 
 def _requalify(origin: str, target: str, view: IndexView) -> str | None:
