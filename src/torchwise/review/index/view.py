@@ -197,8 +197,8 @@ class IndexView(ProjectView):
             passed.update(site.fact.keywords)
             for name in params:
                 arg = passed.get(name)
-                kind, origin = self._passed(arg, site.path)
-                guessed = arg is not None and arg.guessed
+                kind, origin, resolved = self._passed(arg, site.path)
+                guessed = arg is not None and arg.guessed and not resolved
                 flags = tuple(arg.flags) if arg is not None else ()
                 seen.setdefault(name, set()).add((kind, origin, guessed, flags))
                 tensor = _passed_tensor(arg, site, self.path)
@@ -232,18 +232,28 @@ class IndexView(ProjectView):
                 values[name] = Value(F.MODULE, flags=frozenset({"guessed"} if guessed else ()))
         return values
 
-    def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None]:
-        """(kind, origin usable from this file) of a value passed at a call site."""
+    def _passed(self, arg: ArgFact | None, path: str) -> tuple[str | None, str | None, bool]:
+        """(kind, origin usable from this file, whether the index resolved it) of a
+        value passed at a call site. A value the caller's file got from another
+        project file's function (``net = build_ssd(...)``: known there only by
+        name) is what that function returns."""
         if arg is None:
-            return None, None
+            return None, None, False
         origin = arg.origin
         if origin is None or origin.startswith(("torch", "torchvision")):
-            return arg.kind, origin
+            return arg.kind, origin, False
         resolved = self.index.resolve(origin, path)
         klass = None if resolved is None else self.index.klass(resolved)
+        if klass is None and resolved is not None:
+            returned = self.index.function(resolved)
+            kind = None if returned is None or returned.returns is None else returned.returns.kind
+            if kind is not None and returned is not None and returned.returns is not None:
+                inner = returned.returns.origin
+                again = None if inner is None else _requalify(inner, resolved, self)
+                return kind, again, True
         if klass is None:
-            return arg.kind, None
-        return (F.MODULE if klass.is_module else F.INSTANCE), f"<id>{resolved}"
+            return arg.kind, None, False
+        return (F.MODULE if klass.is_module else F.INSTANCE), f"<id>{resolved}", True
 
     # -- facts used by rules ----------------------------------------------------------
     def effects(self, target: str | None) -> frozenset[str]:
