@@ -9,9 +9,12 @@ script and the project files a recorded bug or look-alike lives in) at the
 recorded commits and reports:
 
 - recall: a bug is found when a finding of a rule that addresses its category
-  is reported within ``NEAR`` lines of the recorded line (anywhere in the file
-  for the categories whose line is nominal, such as ``never-seeded``); over
-  all bugs, the result-changing and crashing ones, and the semantic ones;
+  is reported within ``NEAR`` lines of the recorded line, or names a line
+  there as its evidence (TW704 names the line that made the vector); anywhere
+  in the file for the categories whose line is nominal (``never-seeded``), in
+  the same function for those about a whole function (an evaluation pass with
+  autograd on); over all bugs, the result-changing and crashing ones, and the
+  semantic ones;
 - false alarms on the look-alikes: an error or warning within ``NEAR`` lines
   of a correct place of its pattern;
 - every other error or warning, to be judged (``--unjudged``), with TorchFix's
@@ -31,6 +34,7 @@ Usage: ``python bench/review_v3.py [--half all] [--by-category] [--misses]
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import hashlib
 import subprocess
@@ -53,7 +57,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "never-seeded": ("TW604",),
     "legacy-loss-data-index": ("TW130",),
     "removed-api": ("TW418", "TW402"),
-    "weights-only-payload": ("TW416",),
+    "weights-only-payload": ("TW416", "TW609"),
     "eval-without-no-grad": ("TW114",),
     "sampling-without-no-grad": ("TW114",),
     "argparse-bool-flag": ("TW605",),
@@ -87,6 +91,10 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
 }
 #: Categories whose recorded line is nominal: any finding in the file counts.
 PER_FILE = {"never-seeded"}
+#: Categories about a whole function (an evaluation pass with autograd on): a
+#: finding anywhere in the function that holds the recorded line counts (the
+#: rule reports the loop that runs the model, the label may name the call).
+PER_FUNCTION = {"eval-without-no-grad", "sampling-without-no-grad"}
 
 
 def half_of(repo: str) -> str:
@@ -126,8 +134,13 @@ def main() -> None:
         report = review_paths(present, ReviewSettings(), jobs=1)
         for finding in report.findings:
             relative = Path(finding.path).relative_to(root).as_posix()
+            related = tuple(
+                int(value)
+                for key, value in finding.data.items()
+                if key.endswith("line") and str(value).isdigit()
+            )
             findings[(repo, relative)].append(
-                (finding.code, finding.line, finding.severity.value, finding.message)
+                (finding.code, finding.line, finding.severity.value, finding.message, related)
             )
 
     _recall(bugs, findings, args)
@@ -139,7 +152,33 @@ def main() -> None:
 def _matches(row: dict[str, str], codes: tuple[str, ...], found: list) -> list:
     line = int(row["line"])
     per_file = row.get("category") in PER_FILE
-    return [f for f in found if f[0] in codes and (per_file or abs(f[1] - line) <= NEAR)]
+    span = _function_span(row) if row.get("category") in PER_FUNCTION else None
+
+    def near(at: int) -> bool:
+        if per_file or abs(at - line) <= NEAR:
+            return True
+        return span is not None and span[0] <= at <= span[1]
+
+    # A finding counts at its line, and at the lines its evidence names (the
+    # line that made a vector a loss broadcasts: where the fix may belong).
+    return [f for f in found if f[0] in codes and any(near(at) for at in (f[1], *f[4]))]
+
+
+def _function_span(row: dict[str, str]) -> tuple[int, int] | None:
+    """The lines of the innermost function that holds the recorded line."""
+    path = V3_REPOS / row["repo"].replace("/", "+") / row["path"]
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = int(row["line"])
+    spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(spans, key=lambda span: span[0]) if spans else None
 
 
 def _recall(bugs: list[dict[str, str]], findings: dict, args: argparse.Namespace) -> None:
@@ -161,7 +200,9 @@ def _recall(bugs: list[dict[str, str]], findings: dict, args: argparse.Namespace
 
     print(f"half: {args.half}")
     print(f"recall, all bugs: {share(bugs)}")
-    print(f"  result-changing or crashing: {share([r for r in bugs if r['impact'] in ('results', 'crash')])}")
+    print(
+        f"  result-changing or crashing: {share([r for r in bugs if r['impact'] in ('results', 'crash')])}"
+    )
     print(f"  semantic: {share([r for r in bugs if r['semantic'] == 'yes'])}")
     print(f"  not semantic: {share([r for r in bugs if r['semantic'] != 'yes'])}")
     for impact in sorted({row["impact"] for row in bugs}):
@@ -183,24 +224,30 @@ def _recall(bugs: list[dict[str, str]], findings: dict, args: argparse.Namespace
 
 
 def _false_alarms(
-    bugs: list[dict[str, str]], clean: list[dict[str, str]], findings: dict, args: argparse.Namespace
+    bugs: list[dict[str, str]],
+    clean: list[dict[str, str]],
+    findings: dict,
+    args: argparse.Namespace,
 ) -> None:
     """Errors and warnings: on a labelled bug (true), on a look-alike (false), or unjudged."""
     serious = {Severity.ERROR.value, Severity.WARNING.value}
     verdicts: Counter[tuple[str, str]] = Counter()
     unjudged = []
     for (repo, path), items in sorted(findings.items()):
-        for code, line, severity, message in items:
+        for code, line, severity, message, related in items:
             if severity not in serious:
                 continue
             near = [r for r in bugs if r["repo"] == repo and r["path"] == path]
             true = any(
-                code in RULES_FOR.get(r["category"], ())
-                and (r["category"] in PER_FILE or abs(int(r["line"]) - line) <= NEAR)
+                _matches(
+                    r, RULES_FOR.get(r["category"], ()), [(code, line, severity, message, related)]
+                )
                 for r in near
             )
             false = any(
-                r["repo"] == repo and r["path"] == path and abs(int(r["line"]) - line) <= NEAR
+                r["repo"] == repo
+                and r["path"] == path
+                and abs(int(r["line"]) - line) <= NEAR
                 and code in RULES_FOR.get(r["pattern"], ())
                 for r in clean
             )
@@ -218,7 +265,8 @@ def _false_alarms(
         1
         for r in clean
         if any(
-            abs(int(r["line"]) - f[1]) <= NEAR and f[2] in serious
+            abs(int(r["line"]) - f[1]) <= NEAR
+            and f[2] in serious
             and f[0] in RULES_FOR.get(r["pattern"], ())
             for f in findings[(r["repo"], r["path"])]
         )
@@ -257,7 +305,9 @@ def _torchfix(bugs: list[dict[str, str]], files: dict, roots: dict[str, Path]) -
                     if any(abs(int(row["line"]) - line) <= NEAR for line in lines):
                         hit += 1
     semantic = sum(1 for r in bugs if r["semantic"] == "yes")
-    print(f"\nTorchFix: {total_findings} findings; {hit} of {len(bugs)} bugs have one within {NEAR} lines")
+    print(
+        f"\nTorchFix: {total_findings} findings; {hit} of {len(bugs)} bugs have one within {NEAR} lines"
+    )
     print(f"  ({semantic} of the bugs are semantic)")
 
 

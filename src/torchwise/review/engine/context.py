@@ -27,6 +27,7 @@ from torchwise.findings import Finding, Fix, Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.facts import Branch, Value
 from torchwise.review.engine.values import (
+    INTEGER,
     SHADOWED,
     UNSET,
     UNTRACKED,
@@ -44,6 +45,7 @@ from torchwise.review.files import is_test_module
 from torchwise.review.registry import Rule
 
 __all__ = [
+    "INTEGER",
     "UNTRACKED",
     "Binding",
     "ClassFrame",
@@ -138,6 +140,9 @@ class Context(ValueReader):
         self.classes: list[ClassFrame] = []
         self.no_grad_depth = 0
         self._branch: Branch = ()
+        #: Conditions the code reaches only past an early exit (``if c: return``):
+        #: guards, not a configuration's two ways of doing the same thing.
+        self.guards: set[tuple[str, bool]] = set()
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
         self._call_names: dict[ast.Call, str | None] = {}
         # What expressions hold, until the next binding changes what names hold.

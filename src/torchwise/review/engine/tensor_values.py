@@ -124,6 +124,7 @@ class TensorReader:
     if TYPE_CHECKING:
 
         def value_of(self, expr: ast.AST) -> Value | None: ...
+        def is_size(self, expr: ast.expr) -> bool: ...
         def call_name(self, call: ast.Call) -> str | None: ...
         def qualname(self, expr: ast.AST) -> str | None: ...
         def text(self, node: ast.AST) -> str: ...
@@ -215,6 +216,7 @@ class TensorReader:
         if name in LEGACY_CPU:
             return TensorInfo(
                 place=Place(CPU, call.lineno, f"`torch.{name}` (always on the CPU)"),
+                dims=_literal_dims(call),
                 batched=_sequence_data(call),
             )
         if name in SIZED_FACTORIES or name in RANGE_FACTORIES or name in DATA_FACTORIES:
@@ -253,7 +255,7 @@ class TensorReader:
             data = call.args[0] if call.args else None
             if isinstance(data, ast.Constant) and isinstance(data.value, (int, float, bool)):
                 return TensorInfo(place=place, dims=())
-            return TensorInfo(place=place, batched=_sequence_data(call))
+            return TensorInfo(place=place, dims=_literal_dims(call), batched=_sequence_data(call))
         if name == "from_numpy":
             return TensorInfo(place=place, batched=True)
         if name in RANGE_FACTORIES:
@@ -261,6 +263,8 @@ class TensorReader:
         if name == "eye":
             return TensorInfo(place=place, dims=(None, None))
         sizes = _sizes(call, name, self.text)
+        if sizes is None and len(call.args) == 1 and self.is_size(call.args[0]):
+            sizes = (self.text(call.args[0]),)  # torch.zeros(n) for an int n: a vector
         if sizes is None:
             return TensorInfo(place=place, batched=bool(call.args) and not _empty_size(call))
         return TensorInfo(place=place, dims=sizes)
@@ -546,6 +550,25 @@ def elementwise(left: TensorInfo | None, right: TensorInfo | None) -> TensorInfo
 def _sequence_data(call: ast.Call) -> bool:
     data = call.args[0] if call.args else None
     return isinstance(data, (ast.List, ast.Tuple, ast.ListComp))
+
+
+def _literal_dims(call: ast.Call) -> tuple[T.Dim, ...] | None:
+    """The shape of ``torch.tensor([[1, 2], [3, 4]])``'s data, when written out
+    as regular nested lists (``torch.FloatTensor([1])``: ``(1,)``)."""
+    data = call.args[0] if len(call.args) == 1 else None
+    dims: list[T.Dim] = []
+    while isinstance(data, (ast.List, ast.Tuple)):
+        items = data.elts
+        if any(isinstance(item, ast.Starred) for item in items):
+            return None
+        dims.append(len(items))
+        if not items:
+            break
+        kinds = {isinstance(item, (ast.List, ast.Tuple)) for item in items}
+        if len(kinds) != 1:
+            return None
+        data = items[0]
+    return tuple(dims) if dims else None
 
 
 def _empty_size(call: ast.Call) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import (
+    INTEGER,
     UNTRACKED,
     Binding,
     Context,
@@ -130,6 +131,8 @@ class Tracker:
         value = node.value
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         bound = None if value is None else self.ctx.value_of(value)
+        if bound is None and value is not None and self.ctx.is_size(value):
+            bound = INTEGER  # `n = x.size(0)`: a number, and a size
         if bound is None and (isinstance(value, _LITERALS) or _python_number(value)):
             bound = UNTRACKED  # `loss = []`, `loss = t.item()`: the name no longer means a loss
         if bound is None and isinstance(node, ast.AnnAssign):

@@ -105,6 +105,9 @@ _MODEL_ACTIVATION = frozenset({"model_activation"})
 #: What a name holds after it is assigned a literal, a container or a
 #: comprehension: not a model or a loss, whatever the name says.
 UNTRACKED = Value(None)
+#: What a name holds after it is assigned an integer (a literal, ``x.size(0)``,
+#: ``len(...)``): untracked like any number, but a size a factory may be given.
+INTEGER = Value(None, flags=frozenset({"int"}))
 
 
 def kind_from_callee(qualname: str) -> str | None:
@@ -170,6 +173,28 @@ class ValueReader(TensorReader):
         @staticmethod
         def dotted(expr: ast.AST) -> str | None: ...
 
+    def is_size(self, expr: ast.expr) -> bool:
+        """Whether ``expr`` holds a Python int: a literal, ``x.size(i)``,
+        ``x.shape[i]``, ``len(...)``, ``int(...)``, a name bound to one, sums
+        and products of them."""
+        if isinstance(expr, ast.Constant):
+            return type(expr.value) is int
+        if isinstance(expr, ast.BinOp) and isinstance(
+            expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+        ):
+            return self.is_size(expr.left) and self.is_size(expr.right)
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
+            return expr.value.attr == "shape" and not isinstance(expr.slice, ast.Slice)
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Name):
+                return func.id in {"len", "int"}
+            if isinstance(func, ast.Attribute):
+                return func.attr in {"numel", "dim"} or (func.attr == "size" and bool(expr.args))
+            return False
+        name = self.dotted(expr)
+        return name is not None and self.lookup(name) is INTEGER
+
     def kind_of(self, expr: ast.AST) -> str | None:
         """What ``expr`` holds: a model, an optimizer, a loss tensor, ... or None."""
         value = self.value_of(expr)
@@ -205,7 +230,7 @@ class ValueReader(TensorReader):
         if name is None:
             return None
         found = self.lookup(name)
-        if found is UNTRACKED:
+        if found is UNTRACKED or found is INTEGER:
             return None  # assigned something untracked (a list, a number, ...)
         if found is not None and found.kind is not None:
             return found

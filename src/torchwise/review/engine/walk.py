@@ -560,8 +560,10 @@ class Walk(Tracker):
         body_ends, else_ends = _ends(node.body), _ends(node.orelse)
         if body_ends and not else_ends:
             ctx.branch = (*saved, (test, not polarity))
+            ctx.guards.add((test, not polarity))
         elif else_ends and not body_ends:
             ctx.branch = (*saved, (test, polarity))
+            ctx.guards.add((test, polarity))
         else:
             ctx.branch = saved
 

@@ -99,6 +99,8 @@ class SettingOnOneBranch(Rule):
         ):  # shuffle=False: no order to change
             return
         condition, polarity = ctx.branch[-1]
+        if (condition, polarity) in ctx.guards:
+            return  # past `if args.evaluate: ...; return`: the other path ends there
         if (condition, polarity) in created.branch or (condition, not polarity) in created.branch:
             return  # created under the same choice
         ctx.report(

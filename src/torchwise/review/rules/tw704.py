@@ -78,8 +78,8 @@ class ColumnBroadcastAgainstVector(Rule):
     severity = Severity.ERROR
     impact = "results"
     message = (
-        "`{column}` is a column (N, 1) ({origin}) and `{vector}` a vector (N,): "
-        "{what} broadcasts them to an (N, N) matrix"
+        "`{column}` is a column (N, 1) ({origin}) and `{vector}` a vector (N,){made}: "
+        "{what} {effect}"
     )
 
     def visit_Compare(self, node: ast.Compare, ctx: Context) -> None:
@@ -116,6 +116,10 @@ class ColumnBroadcastAgainstVector(Rule):
             return
         column, vector = (left, right) if _is_column(a) else (right, left)
         info = a if column is left else b
+        made = ctx.value_of(vector)
+        line = getattr(None if made is None else made.node, "lineno", None)
+        raises = what in {"`BCELoss`", "`BCEWithLogitsLoss`", "`binary_cross_entropy`",
+                          "`binary_cross_entropy_with_logits`"}  # fmt: skip
         ctx.report(
             self,
             node,
@@ -123,6 +127,13 @@ class ColumnBroadcastAgainstVector(Rule):
             vector=ctx.text(vector),
             origin=_ORIGINS.get(info.unit_dim or "", "a size-1 dimension"),
             what=what,
+            made="" if line is None or line == getattr(node, "lineno", 0) else f" (line {line})",
+            vector_line="" if line is None else str(line),
+            effect=(
+                "raises ValueError: the target's size differs from the input's"
+                if raises
+                else "broadcasts them to an (N, N) matrix"
+            ),
         )
 
 
