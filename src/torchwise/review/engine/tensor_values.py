@@ -564,11 +564,20 @@ def _literal_dims(call: ast.Call) -> tuple[T.Dim, ...] | None:
         dims.append(len(items))
         if not items:
             break
-        kinds = {isinstance(item, (ast.List, ast.Tuple)) for item in items}
-        if len(kinds) != 1:
-            return None
-        data = items[0]
+        nested = [isinstance(item, (ast.List, ast.Tuple)) for item in items]
+        if all(nested):
+            data = items[0]
+            continue
+        if not all(_number(item) for item in items):
+            return None  # an item that may itself be a list: the rank is not known
+        break
     return tuple(dims) if dims else None
+
+
+def _number(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float, bool))
 
 
 def _empty_size(call: ast.Call) -> bool:

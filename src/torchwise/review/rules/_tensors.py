@@ -159,6 +159,40 @@ def move_target(ctx: Context, move: ast.Call) -> str | None:
     return None
 
 
+#: Methods a freshly built tensor goes through on its way to ``.to(device)``
+#: that do not change where it lives: ``torch.FloatTensor(n, k).zero_().to(d)``.
+ON_THE_WAY = frozenset(
+    {"zero_", "fill_", "unsqueeze", "expand", "expand_as", "view", "reshape", "long", "float",
+     "int", "contiguous", "repeat", "t", "normal_", "uniform_"}
+)  # fmt: skip
+#: The legacy typed constructors, which build on the CPU whatever follows.
+LEGACY = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ByteTensor",
+     "BoolTensor", "ShortTensor", "CharTensor"}
+)  # fmt: skip
+
+
+def chained_move(ctx: Context, call: ast.Call) -> tuple[ast.Call, bool] | None:
+    """The ``.to(...)``/``.cuda()`` a freshly built ``call`` reaches through
+    methods that keep it where it is, and whether it is the very next one."""
+    parents = ctx.parents
+    index = len(parents) - 1
+    direct = True
+    while index >= 1 and isinstance(parents[index], ast.Attribute):
+        outer = parents[index - 1]
+        attribute = parents[index]
+        if not (isinstance(outer, ast.Call) and outer.func is attribute):
+            return None
+        assert isinstance(attribute, ast.Attribute)
+        if attribute.attr in {"to", "cuda"}:
+            return outer, direct
+        if attribute.attr not in ON_THE_WAY:
+            return None
+        direct = False
+        index -= 2
+    return None
+
+
 def chained_method(ctx: Context, call: ast.Call) -> ast.Call | None:
     """For ``call`` in ``call.method(...)``, the outer method call, else None."""
     parents = ctx.parents

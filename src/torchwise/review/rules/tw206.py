@@ -13,7 +13,8 @@ from torchwise.review.engine.syntax import is_true, keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._performance import applicability, moved_to
 from torchwise.review.rules._tensors import (
-    chained_method,
+    LEGACY,
+    chained_move,
     factory,
     move_into_factory,
     move_target,
@@ -67,16 +68,17 @@ class CreatedThenMoved(Rule):
     fix = Applicability.SAFE
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        name = factory(ctx, node)
+        name = factory(ctx, node) or _legacy(ctx, node)
         if name is None or name in {"tensor", "as_tensor"} or passes_device(node):
             return  # building from host data copies it either way
         if is_true(getattr(keyword(node, "requires_grad"), "value", None)):
             return  # TW126: a bug, not just slow
         if keyword(node, "generator") is not None or in_test_code(ctx):
             return  # drawn on the CPU's generator on purpose (same numbers on any device); tests
-        move = chained_method(ctx, node)
-        if move is None or moved_to(ctx, move) is None:
+        chained = chained_move(ctx, node)
+        if chained is None or moved_to(ctx, chained[0]) is None:
             return
+        move, direct = chained
         function = ctx.function
         hot = bool(ctx.loops) or (
             function is not None and function.in_module_class and function.name != "__init__"
@@ -85,6 +87,19 @@ class CreatedThenMoved(Rule):
             return
         fix = None
         device = move_target(ctx, move)
-        if device is not None and not keyword(node, "pin_memory"):
+        if device is not None and direct and name not in LEGACY and not keyword(node, "pin_memory"):
             fix = move_into_factory(ctx, node, move, device, applicability(name, node))
         ctx.report(self, node, fix=fix, name=name)
+
+
+def _legacy(ctx: Context, node: ast.Call) -> str | None:
+    """``torch.FloatTensor(n, k)`` and ``torch.LongTensor(range(n))``: built on
+    the CPU (from sizes, or a range that `arange` makes on the device)."""
+    qualname = ctx.call_name(node) or ""
+    name = qualname[6:] if qualname.startswith("torch.") else ""
+    if name not in LEGACY or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Call) and isinstance(first.func, ast.Name):
+        return name if first.func.id == "range" else None
+    return name if not isinstance(first, (ast.List, ast.Tuple, ast.ListComp)) else None

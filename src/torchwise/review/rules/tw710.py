@@ -78,9 +78,12 @@ class BackwardGradientShape(Rule):
             return
         if out.dims is None or grad.dims is None or _compatible(out.dims, grad.dims):
             return
+        made = ctx.value_of(gradient)
+        line = getattr(None if made is None else made.node, "lineno", None)
         ctx.report(
             self,
             node,
+            gradient_line="" if line is None else str(line),
             output=ctx.text(output),
             gradient=ctx.text(gradient),
             output_shape=_shown(out.dims),
