@@ -218,7 +218,10 @@ class IndexView(ProjectView):
             tensor = next(iter(agreed.values())) if len(agreed) == 1 else None
             if len(keys) == 1:
                 kind, origin, guessed, flags = next(iter(keys))
-                if kind is not None:
+                if kind is None and origin is not None and not guessed:
+                    # A library object every caller passes (`gym.make(...)`): its maker.
+                    values[name] = Value(None, origin=origin)
+                elif kind is not None:
                     mark = {"guessed"} if guessed else set()
                     values[name] = Value(
                         kind,
@@ -252,7 +255,9 @@ class IndexView(ProjectView):
                 again = None if inner is None else _requalify(inner, resolved, self)
                 return kind, again, True
         if klass is None:
-            return arg.kind, None, False
+            # A library's name (`gym.make`) means the same everywhere; a project
+            # name written in another file may not resolve from this one.
+            return arg.kind, origin if resolved is None and "." in origin else None, False
         return (F.MODULE if klass.is_module else F.INSTANCE), f"<id>{resolved}", True
 
     # -- facts used by rules ----------------------------------------------------------

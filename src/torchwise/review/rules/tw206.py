@@ -100,6 +100,17 @@ def _legacy(ctx: Context, node: ast.Call) -> str | None:
     if name not in LEGACY or not node.args:
         return None
     first = node.args[0]
-    if isinstance(first, ast.Call) and isinstance(first.func, ast.Name):
-        return name if first.func.id == "range" else None
-    return name if not isinstance(first, (ast.List, ast.Tuple, ast.ListComp)) else None
+    if isinstance(first, ast.Call) and isinstance(first.func, ast.Name) and first.func.id == "range":
+        return name
+    return name if all(_size_like(arg, ctx) for arg in node.args) else None
+
+
+def _size_like(arg: ast.expr, ctx: Context) -> bool:
+    """A size, not data: an int, or a name or attribute that holds no list,
+    array or tensor as far as the code shows (``self.num_classes``)."""
+    if ctx.is_size(arg):
+        return True
+    if not isinstance(arg, (ast.Name, ast.Attribute)):
+        return False
+    value = ctx.value_of(arg)
+    return value is None or value.kind is None and value.tensor is None

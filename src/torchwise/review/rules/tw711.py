@@ -80,8 +80,10 @@ class NormalizeChannelsMismatch(Rule):
             step_name = (ctx.call_name(step) or "").rsplit(".", 1)[-1]
             if step_name in _RECHANNELING:
                 return
-            if step_name == "Normalize" and step.args:
-                mean = step.args[0]
+            if step_name == "Normalize":
+                mean = step.args[0] if step.args else next(
+                    (item.value for item in step.keywords if item.arg == "mean"), None
+                )
                 if isinstance(mean, (ast.Tuple, ast.List)) and len(mean.elts) > 1:
                     ctx.report(
                         self,
