@@ -155,6 +155,19 @@ class Tracker:
         for target in targets:
             self._bind_target(target, value, bound)
             self._note_setting(target, value)
+            if isinstance(target, ast.Subscript) and bound is not None and bound.through:
+                self._written_into(target, bound)
+
+    def _written_into(self, target: ast.Subscript, written: Value) -> None:
+        """``x[mask] = model(s)``: ``x`` now holds values on the model's graph."""
+        ctx = self.ctx
+        base = target.value
+        if ctx.dotted(base) is None:
+            return
+        current = ctx.value_of(base)
+        if current is None or current.kind not in (F.TENSOR, F.OUTPUT, F.LOSS):
+            return
+        ctx.bind(base, current.but(through=current.through | written.through))
 
     def _note_setting(self, target: ast.expr, value: ast.expr | None) -> None:
         """``torch.backends.cudnn.benchmark = True`` and its ``deterministic`` twin."""

@@ -100,7 +100,11 @@ def _legacy(ctx: Context, node: ast.Call) -> str | None:
     if name not in LEGACY or not node.args:
         return None
     first = node.args[0]
-    if isinstance(first, ast.Call) and isinstance(first.func, ast.Name) and first.func.id == "range":
+    if (
+        isinstance(first, ast.Call)
+        and isinstance(first.func, ast.Name)
+        and first.func.id == "range"
+    ):
         return name
     return name if all(_size_like(arg, ctx) for arg in node.args) else None
 
@@ -113,4 +117,4 @@ def _size_like(arg: ast.expr, ctx: Context) -> bool:
     if not isinstance(arg, (ast.Name, ast.Attribute)):
         return False
     value = ctx.value_of(arg)
-    return value is None or value.kind is None and value.tensor is None
+    return value is None or (value.kind is None and value.tensor is None)

@@ -81,8 +81,10 @@ class NormalizeChannelsMismatch(Rule):
             if step_name in _RECHANNELING:
                 return
             if step_name == "Normalize":
-                mean = step.args[0] if step.args else next(
-                    (item.value for item in step.keywords if item.arg == "mean"), None
+                mean = (
+                    step.args[0]
+                    if step.args
+                    else next((item.value for item in step.keywords if item.arg == "mean"), None)
                 )
                 if isinstance(mean, (ast.Tuple, ast.List)) and len(mean.elts) > 1:
                     ctx.report(
