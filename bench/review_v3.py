@@ -132,10 +132,13 @@ def main() -> None:
     for (repo, commit), paths in sorted(files.items()):
         root = extract(Repository(repo, commit, "v3"), into=V3_REPOS)
         roots[repo] = root
-        present = [root / path for path in sorted(paths) if (root / path).is_file()]
-        report = review_paths(present, ReviewSettings(), jobs=1)
+        # The whole repository, as a user reviews a project (a save in one
+        # script and the load in another meet); findings kept for the files read.
+        report = review_paths([root], ReviewSettings(), jobs=1)
         for finding in report.findings:
             relative = Path(finding.path).relative_to(root).as_posix()
+            if relative not in paths:
+                continue
             related = tuple(
                 int(value)
                 for key, value in finding.data.items()

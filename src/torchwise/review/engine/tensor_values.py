@@ -103,6 +103,12 @@ MULTI_TENSOR = frozenset(
         "gather", "index_select", "take_along_dim", "bucketize", "searchsorted",
     }
 )  # fmt: skip
+#: torch functions that take tensors but return none (or a Python value).
+NOT_TENSOR_FUNCTIONS = frozenset(
+    {"save", "load", "manual_seed", "seed", "is_tensor", "is_floating_point", "numel",
+     "allclose", "equal", "is_nonzero", "set_printoptions", "compile", "typename",
+     "is_complex", "result_type", "can_cast", "promote_types", "is_same_size"}
+)  # fmt: skip
 _DTYPES = frozenset(
     {
         "float", "float32", "float64", "float16", "bfloat16", "double", "half", "long",
@@ -231,6 +237,8 @@ class TensorReader:
                 dims=None if like is None else like.dims,
                 batched=like is not None and like.nonscalar,
             )
+        if name in NOT_TENSOR_FUNCTIONS:
+            return None
         tensors = [info for info in self._tensor_arguments(call) if info is not None]
         if not tensors:
             return None

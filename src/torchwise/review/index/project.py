@@ -502,6 +502,8 @@ class ProjectIndex:
         imports_argparse = "argparse" in self.summaries[path].imports.values()
 
         def kind(text: str | None) -> str | None:
+            if text is not None and text.startswith("ref:"):
+                return self._built_kind(text[4:], path)
             if text is None or not text.startswith("param:") or save.function is None:
                 return text
             name = text[6:]
@@ -512,6 +514,25 @@ class ProjectIndex:
 
         keys = {key: kind(value) or "other" for key, value in save.keys.items()}
         return dataclasses.replace(save, whole=kind(save.whole), keys=keys)
+
+    def _built_kind(self, written: str, path: str) -> str:
+        """What a value built by a project name is, as a saved kind: an instance
+        of a project nn.Module class is a "module"; what a project function
+        returns, its own saved kind."""
+        resolved = self.resolve(written, path)
+        if resolved is None:
+            return "other"
+        klass = self.klass(resolved)
+        if klass is not None:
+            return "module" if klass.is_module else "object"
+        function = self.function(resolved)
+        returned = None if function is None else function.returns
+        kinds = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
+        if returned is not None and returned.kind in kinds:
+            return kinds[returned.kind]
+        if returned is not None and (returned.origin or "").startswith("numpy."):
+            return "array"
+        return "other"
 
     def _passed_kind(self, function_id: str, param: str) -> str | None:
         """The saved kind ("module", "namespace", ...) a caller passes as ``param``."""

@@ -125,6 +125,8 @@ class SaveFact:
     #: The file name the path expression ends in (``"ckpt.pt"`` of
     #: ``os.path.join(out, "ckpt.pt")``), when the code writes it out.
     file_name: str | None = None
+    #: Where the saved dict was built, when it was built first (``state = {...}``).
+    payload_line: int | None = None
 
 
 @dataclass

@@ -130,10 +130,19 @@ class Summarizer(Rule):
         self.forward_returns: dict[str, list[ArgFact]] = {}
         # (id of the function or 0, name) -> what each key of the dict literal it
         # was last assigned holds: `state = {"model": model, ...}` then torch.save(state)
-        self.dicts: dict[tuple[int, str], dict[str, str]] = {}
+        self.dicts: dict[tuple[int, str], tuple[dict[str, str], int]] = {}
+        # (id of the function or 0, name) -> the string it was last assigned:
+        # `filename = "ckpt.pth"` then torch.save(state, filename)
+        self.strings: dict[tuple[int, str], str] = {}
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            owner = id(ctx.function) if ctx.function is not None else 0
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.strings[(owner, target.id)] = value.value  # a checkpoint's path
+            return
         if isinstance(value, ast.Dict) and all(key is not None for key in value.keys):
             kinds = {
                 key.value: _saved_kind(ctx, item)
@@ -153,7 +162,7 @@ class Summarizer(Rule):
         owner = id(ctx.function) if ctx.function is not None else 0
         for target in node.targets:
             if isinstance(target, ast.Name):
-                self.dicts[(owner, target.id)] = kinds
+                self.dicts[(owner, target.id)] = (kinds, node.lineno)
 
     # -- module-level facts -------------------------------------------------
     def visit_If(self, node: ast.If, ctx: Context) -> None:
@@ -180,12 +189,16 @@ class Summarizer(Rule):
             )
         if ctx.call_name(node) == "torch.save" and node.args:
             fact = save_fact(ctx, node)
+            if fact.file_name is None:
+                target = node.args[1] if len(node.args) > 1 else None
+                fact.file_name = self._named_file(target, ctx)
             saved = node.args[0]
             if isinstance(saved, ast.Name) and not fact.keys:
                 owner = id(ctx.function) if ctx.function is not None else 0
                 known = self.dicts.get((owner, saved.id))
                 if known is not None:
-                    fact.keys, fact.whole = dict(known), None
+                    fact.keys, fact.whole = dict(known[0]), None
+                    fact.payload_line = known[1]
             function = ctx.function
             if function is not None:
                 fact.function = (
@@ -194,6 +207,14 @@ class Summarizer(Rule):
                     else function.name
                 )
             self.summary.saves.append(fact)
+
+    def _named_file(self, path: ast.expr | None, ctx: Context) -> str | None:
+        """The file name of a path held by a name assigned a string literal."""
+        if not isinstance(path, ast.Name):
+            return None
+        owner = id(ctx.function) if ctx.function is not None else 0
+        text = self.strings.get((owner, path.id), self.strings.get((0, path.id)))
+        return None if text is None else file_name(ast.Constant(text))
 
     def visit_Return(self, node: ast.Return, ctx: Context) -> None:
         function = ctx.function
@@ -302,6 +323,10 @@ class Summarizer(Rule):
         }
         self.summary.placed = list(dict.fromkeys(module.placed))
         self.summary.loads = [_load_fact(ctx, load) for load in module.loads.values()]
+        for load, fact in zip(module.loads.values(), self.summary.loads, strict=True):
+            if fact.file_name is None:
+                call = load.node
+                fact.file_name = self._named_file(call.args[0] if call.args else None, ctx)
 
     def _function(
         self,
@@ -468,6 +493,9 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
         refused = kinds & _REFUSED_KINDS
         if refused:
             return sorted(refused)[0]  # `[model, optimizer]`: one refused item fails the load
+        refs = sorted(kind for kind in kinds if kind.startswith("ref:"))
+        if refs:
+            return refs[0]  # `[policy, stats]`: the index says what the project's class is
         return kinds.pop() if len(kinds) == 1 else "other"
     if isinstance(expr, ast.Constant):
         return "state"
@@ -477,6 +505,15 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
         return kind
     if value is not None and value.kind is None and (value.origin or "").startswith("numpy."):
         return "array"  # `best = np.max(scores)`: a NumPy scalar or array
+    origin = None if value is None else value.origin
+    if (
+        value is not None
+        and value.kind is None
+        and origin
+        and not origin.startswith(("torch", "builtins", "argparse"))
+        and isinstance(value.node, ast.Call)
+    ):
+        return f"ref:{origin}"  # built by a project name the index resolves
     if isinstance(expr, ast.Name):
         function = ctx.function
         if function is not None and expr.id in function.params:

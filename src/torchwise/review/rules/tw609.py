@@ -84,7 +84,8 @@ class PayloadRefusedByWeightsOnly(Rule):
             node = calls.get(save.line)
             if found is not None and node is not None:
                 what, reader = found
-                ctx.report(self, node, what=what, reader=reader)
+                payload = "" if save.payload_line is None else str(save.payload_line)
+                ctx.report(self, node, what=what, reader=reader, payload_line=payload)
 
 
 def _refused_and_read(
