@@ -281,6 +281,41 @@ def test_a_project_declaring_torch_2_6_needs_no_weights_only(tmp_path: Path) -> 
     assert found(root, select=("TW301",)) == set()
 
 
+OLD_GYM_SCRIPT = """\
+    import gym
+
+    env = gym.make("Pendulum-v1")
+    state = env.reset()
+    state, reward, done, info = env.step(env.action_space.sample())
+    """
+
+
+def _severities(root: Path) -> dict[tuple[str, int], str]:
+    report = review_paths([root], ReviewSettings(select=("TW148",)), jobs=1)
+    return {
+        (Path(f.path).relative_to(root).as_posix(), f.line): f.severity.value
+        for f in report.findings
+    }
+
+
+def test_gym_code_written_for_the_old_api_throughout_gets_hints(tmp_path: Path) -> None:
+    root = project(tmp_path, {"main.py": OLD_GYM_SCRIPT})
+    assert _severities(root) == {("main.py", 4): "info", ("main.py", 5): "info"}
+
+
+def test_old_gym_api_in_a_project_that_uses_the_new_one_elsewhere(tmp_path: Path) -> None:
+    new_api = """\
+        import gym
+
+        env = gym.make("CartPole-v1")
+        state, info = env.reset(seed=0)
+        state, reward, terminated, truncated, info = env.step(0)
+        over = terminated or truncated
+        """
+    root = project(tmp_path, {"main.py": OLD_GYM_SCRIPT, "dqn.py": new_api})
+    assert _severities(root) == {("main.py", 4): "error", ("main.py", 5): "error"}
+
+
 def test_resume_that_restores_the_model_but_not_the_optimizer(tmp_path: Path) -> None:
     source = """\
         import torch

@@ -111,6 +111,11 @@ class ProjectView:
         """Every ``torch.load`` of the project, with the file it is in."""
         return []
 
+    def written_for(self) -> frozenset[str]:
+        """What the project's code shows of the library versions it is written
+        for ("gym>=0.26"), from every file."""
+        return frozenset()
+
 
 #: The view of a file walked with no project around it.
 NO_PROJECT = ProjectView()

@@ -553,6 +553,10 @@ class ProjectIndex:
         """Every ``torch.load`` of the project, with the file it is in."""
         return [(path, load) for path, summary in self.summaries.items() for load in summary.loads]
 
+    def written_for(self) -> frozenset[str]:
+        """What any file shows of the library versions the project is written for."""
+        return frozenset(mark for s in self.summaries.values() for mark in s.written_for)
+
     def torch_range(self, path: str) -> TorchRange:
         directory = PurePosixPath(path).parent
         while True:

@@ -154,6 +154,9 @@ class ModuleSummary:
     entry_point: bool = False
     #: Models of the file's classes moved to the device: [class as written, line].
     placed: list[tuple[str, int]] = field(default_factory=list)
+    #: What the code shows of the library versions it is written for, e.g.
+    #: "gym>=0.26" where it unpacks ``env.step()`` into five values.
+    written_for: list[str] = field(default_factory=list)
     parsed: bool = True
     #: A hash of the source it summarises: a summary is a function of its text.
     source_hash: str = ""
@@ -214,6 +217,7 @@ class ModuleSummary:
             loads=[LoadFact(**item) for item in data["loads"]],
             entry_point=data["entry_point"],
             placed=[(str(item[0]), int(item[1])) for item in data["placed"]],
+            written_for=list(data["written_for"]),
             parsed=data["parsed"],
             source_hash=data["source_hash"],
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
+from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import file_name
 from torchwise.review.index.records import (
@@ -136,6 +137,9 @@ class Summarizer(Rule):
         self.strings: dict[tuple[int, str], str] = {}
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        mark = gym.written_for(node, ctx)
+        if mark is not None and mark not in self.summary.written_for:
+            self.summary.written_for.append(mark)
         value = node.value
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             owner = id(ctx.function) if ctx.function is not None else 0

@@ -292,6 +292,9 @@ class IndexView(ProjectView):
     def loads(self) -> list[tuple[str, LoadFact]]:
         return self.index.loads()
 
+    def written_for(self) -> frozenset[str]:
+        return self.index.written_for()
+
 
 def _requalify(origin: str, target: str, view: IndexView) -> str | None:
     """A name written in another file, made resolvable from this one: keep it

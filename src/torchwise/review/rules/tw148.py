@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
+from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import name_uses
 from torchwise.review.registry import Rule, rule
 
-_GYMS = ("gym.", "gymnasium.")
 _T = TypeVar("_T", bound=tuple[Any, ...])
 #: Calls that keep a transition for later learning (a replay buffer, a rollout).
 _STORES = {"push", "add", "append", "store", "insert", "store_transition", "remember", "extend"}
@@ -29,7 +29,11 @@ class GymStepApi(Rule):
 
     - `obs, reward, done, info = env.step(a)` (four values) and `obs =
       env.reset()` (one value), which fail or misbehave on current gym and
-      gymnasium (`step` returns five values, `reset` returns `(obs, info)`);
+      gymnasium (`step` returns five values, `reset` returns `(obs, info)`).
+      An error where the environment is gymnasium's or the project uses the
+      new API elsewhere (a five-value `step`, a pair from `reset`); code using
+      `gym` with the old API throughout is written for gym < 0.26 and gets a
+      hint;
     - `obs, reward, terminated, _, _ = env.step(a)`: the time-limit flag is
       dropped, so episodes end only when the task ends;
     - `done = terminated or truncated` stored with a transition (a replay
@@ -77,6 +81,9 @@ class GymStepApi(Rule):
         #: (node, terminated, truncated) of five-value unpackings, judged at the end
         #: of their function (is `truncated` read later?).
         self.unpacked: list[tuple[ast.AST, str, str]] = []
+        #: Old-API lines (node, library, problem), judged at the end of the module.
+        self.old_api: list[tuple[ast.AST, str, str]] = []
+        self.file_marks: set[str] = set()
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         if len(node.targets) != 1:
@@ -85,25 +92,30 @@ class GymStepApi(Rule):
         if _merges_truncation(value, ctx) and isinstance(target, ast.Name):
             self.done_flags.append((node, target.id))
             return
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        call = gym.env_call(node, ctx)
+        if call is None:
             return
-        method = value.func.attr
-        if method not in {"step", "reset"} or not _is_gym_env(value.func.value, ctx):
-            return
-        count = len(target.elts) if isinstance(target, (ast.Tuple, ast.List)) else 1
-        if method == "reset" and count == 1 and not isinstance(target, ast.Starred):
-            ctx.report(
-                self,
-                node,
-                problem="`reset()` returns `(obs, info)` on gym >= 0.26 and gymnasium: "
-                "unpack it (`obs, info = env.reset()`)",
+        mark = gym.written_for(node, ctx)
+        if mark is not None:
+            self.file_marks.add(mark)
+        library, method, count = call
+        if method == "reset" and count == 1:
+            self.old_api.append(
+                (
+                    node,
+                    library,
+                    "`reset()` returns `(obs, info)` on gym >= 0.26 and gymnasium: "
+                    "unpack it (`obs, info = env.reset()`)",
+                )
             )
         elif method == "step" and count == 4:
-            ctx.report(
-                self,
-                node,
-                problem="`step()` returns five values on gym >= 0.26 and gymnasium "
-                "(`obs, reward, terminated, truncated, info`): this raises ValueError",
+            self.old_api.append(
+                (
+                    node,
+                    library,
+                    "`step()` returns five values on gym >= 0.26 and gymnasium "
+                    "(`obs, reward, terminated, truncated, info`): this raises ValueError",
+                )
             )
         elif method == "step" and count == 5:
             self._dropped_truncation(node, target, ctx)
@@ -113,24 +125,25 @@ class GymStepApi(Rule):
         terminated, truncated = target.elts[2], target.elts[3]
         if not isinstance(truncated, ast.Name) or not isinstance(terminated, ast.Name):
             return
-        if (
-            truncated.id != "_"
-            and truncated.id in ctx.source[ctx.offset(node.end_lineno or node.lineno, 0) :]
-        ):
-            return  # read later: kept
-        ctx.report(
-            self,
-            node,
-            severity=Severity.WARNING,
-            problem=f"the time-limit flag is dropped: episodes end only when "
-            f"`{terminated.id}`, and a time limit never ends one (read `truncated` too)",
-        )
+        self.unpacked.append((node, terminated.id, truncated.id))
 
     def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
         self._judge(function.node, function.calls, ctx)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         self._judge(module.node, module.calls, ctx)
+        new_api = gym.NEW_API in self.file_marks or gym.NEW_API in ctx.project.written_for()
+        for node, library, problem in self.old_api:
+            if library == "gymnasium" or new_api:
+                ctx.report(self, node, problem=problem)
+            else:
+                ctx.report(
+                    self,
+                    node,
+                    severity=Severity.INFO,
+                    problem=f"{problem}; the project uses the old API throughout, so it "
+                    "is written for gym < 0.26: pin it (`gym<0.26`) or move to gymnasium",
+                )
 
     def _judge(self, scope: ast.AST, calls: list[F.CallEvent], ctx: Context) -> None:
         unpacked, self.unpacked = _split(self.unpacked, scope)
@@ -190,9 +203,3 @@ def _merges_truncation(value: ast.expr, ctx: Context) -> bool:
         names = [ctx.text(arg) for arg in value.args]
     lowered = [name.lower() for name in names]
     return any("trunc" in name for name in lowered) and any("term" in name for name in lowered)
-
-
-def _is_gym_env(expr: ast.expr, ctx: Context) -> bool:
-    value = ctx.value_of(expr)
-    origin = "" if value is None else (value.origin or "")
-    return origin.startswith(_GYMS)

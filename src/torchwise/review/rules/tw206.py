@@ -106,15 +106,27 @@ def _legacy(ctx: Context, node: ast.Call) -> str | None:
         and first.func.id == "range"
     ):
         return name
+    if len(node.args) == 1:  # one argument is data unless it is known to be a size
+        return name if ctx.is_size(first) or _named_like_a_size(first) else None
     return name if all(_size_like(arg, ctx) for arg in node.args) else None
 
 
 def _size_like(arg: ast.expr, ctx: Context) -> bool:
     """A size, not data: an int, or a name or attribute that holds no list,
-    array or tensor as far as the code shows (``self.num_classes``)."""
+    array or tensor as far as the code shows (``self.num_classes``). Only
+    said of one of several arguments: legacy constructors take one datum."""
     if ctx.is_size(arg):
         return True
     if not isinstance(arg, (ast.Name, ast.Attribute)):
         return False
     value = ctx.value_of(arg)
     return value is None or (value.kind is None and value.tensor is None)
+
+
+def _named_like_a_size(arg: ast.expr) -> bool:
+    """``n``, ``num_classes``, ``batch_size``, ``self.hidden_dim``..."""
+    name = arg.attr if isinstance(arg, ast.Attribute) else getattr(arg, "id", "")
+    lowered = name.lower()
+    return lowered in {"n", "k", "b", "d"} or lowered.startswith(("n_", "num", "len")) or (
+        lowered.endswith(("size", "dim", "len", "count", "length"))
+    )
