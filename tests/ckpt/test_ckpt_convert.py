@@ -20,7 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from torchwise.ckpt import convert
-from torchwise.ckpt.restore import load_converted
+from torchwise.ckpt.conversion.restore import load_converted
 from torchwise.errors import OutputError, TorchwiseError
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
-from torchwise.ckpt.container import Container
-from torchwise.ckpt.reader import corrupt, read_container
+from torchwise.ckpt.formats.container import Container
+from torchwise.ckpt.loaders.torch_load import corrupt, read_container
+from torchwise.ckpt.picklevm.values import Call, Global, PDict, PersistentRef, PSet, Unhashable
 from torchwise.ckpt.tensors import (
     SAFETENSORS_DTYPES,
     TensorRecord,
@@ -22,7 +23,6 @@ from torchwise.ckpt.tensors import (
     pt2_tensors,
     tar_tensors,
 )
-from torchwise.ckpt.values import Call, Global, PDict, PersistentRef, PSet, Unhashable
 from torchwise.errors import TorchwiseError
 
 #: state_dict entries that are buffers, not parameters

@@ -11,7 +11,7 @@ from torchwise.units import nbytes
 
 if TYPE_CHECKING:
     from torchwise.ckpt.contents import InspectResult
-    from torchwise.ckpt.convert import ConvertResult
+    from torchwise.ckpt.conversion.convert import ConvertResult
     from torchwise.ckpt.scan import FileScan, ScanReport
 
 #: SARIF rule id -> (name, default level, short description)

@@ -1,6 +1,6 @@
 """``torchwise ckpt scan``: is this checkpoint safe to load? An allowlist, with evidence.
 
-The file is read along torch.load's own route (:mod:`torchwise.ckpt.reader`)
+The file is read along torch.load's own route (:mod:`torchwise.ckpt.loaders.torch_load`)
 and every pickle in it, loaded by torch or merely present, is judged:
 
 - every global it imports, by :mod:`torchwise.ckpt.policy` (weights_only's allowlist);
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
-from torchwise.ckpt.container import Container, PickleMember
 from torchwise.ckpt.evidence import caller_index, numpy_object_scalars, render
+from torchwise.ckpt.formats.container import Container, PickleMember
+from torchwise.ckpt.loaders.torch_load import read_container
 from torchwise.ckpt.policy import Verdict, classify
-from torchwise.ckpt.reader import read_container
 from torchwise.errors import ExitCode, TorchwiseError
 
 #: suffixes a directory scan picks up

@@ -141,7 +141,7 @@ def convert_command(
     console: Console,
 ) -> None:
     """Convert to safetensors after a clean scan, streaming tensors; verifies every byte."""
-    from torchwise.ckpt.convert import ConvertOptions, convert
+    from torchwise.ckpt.conversion.convert import ConvertOptions, convert
     from torchwise.ckpt.report import convert_text
 
     [source] = _existing((path,))

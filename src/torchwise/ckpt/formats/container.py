@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.values import PickleResult
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import PickleResult
 
 
 class TrackedFile(io.RawIOBase):

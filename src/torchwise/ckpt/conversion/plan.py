@@ -5,7 +5,7 @@ with ``map_location="meta"`` when it is a torch zip: torch rebuilds the whole
 object (dicts, tuples, tied tensors, dtypes, strides) without reading one byte
 of tensor data, and records where each storage's bytes are in the file
 (``_checkpoint_offset``). Those bytes are then streamed one tensor at a time
-(:mod:`torchwise.ckpt.stwriter`), so memory stays near the largest tensor
+(:mod:`torchwise.ckpt.conversion.stwriter`), so memory stays near the largest tensor
 instead of the whole checkpoint. Other formats, and files with quantized or
 sparse tensors, are loaded whole (and say so).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchwise.ckpt import typedjson
+from torchwise.ckpt.conversion import typedjson
 from torchwise.errors import TorchwiseError
 
 if TYPE_CHECKING:

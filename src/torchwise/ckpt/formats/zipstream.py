@@ -17,8 +17,8 @@ import zlib
 from typing import Any
 
 from torchwise.ckpt.budgets import BudgetExceeded
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.zipdir import ZipError, ZipMember
+from torchwise.ckpt.formats.zipdir import ZipError, ZipMember
+from torchwise.ckpt.picklevm.source import ByteStream
 
 
 class _Inflater:

@@ -24,7 +24,7 @@ import itertools
 import struct
 from dataclasses import dataclass, field
 
-from torchwise.ckpt.opcodes import ByteStream
+from torchwise.ckpt.picklevm.source import ByteStream
 
 EOCD_SIG = b"PK\x05\x06"
 ZIP64_EOCD_SIG = b"PK\x06\x06"

@@ -25,13 +25,13 @@ import json
 import struct
 from pathlib import Path
 
-from torchwise.ckpt.archive import ZipContext, read_torch_zip
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets, Meter
-from torchwise.ckpt.container import Container, PickleMember, SafetensorsEntry, TrackedFile
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.pickle_vm import run_pickle
-from torchwise.ckpt.tarread import open_tar, read_tar
-from torchwise.ckpt.values import PickleResult
+from torchwise.ckpt.formats.container import Container, PickleMember, SafetensorsEntry, TrackedFile
+from torchwise.ckpt.formats.tarfmt import open_tar, read_tar
+from torchwise.ckpt.loaders.torch_zip import ZipContext, read_torch_zip
+from torchwise.ckpt.picklevm.machine import run_pickle
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import PickleResult
 from torchwise.errors import TorchwiseError
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -147,13 +147,13 @@ def _holds_pickle(result: PickleResult) -> bool:
 
 def _legacy_magic(value: object) -> bool:
     """The magic number check: a value the scan cannot evaluate counts as passing it."""
-    from torchwise.ckpt.values import is_plain
+    from torchwise.ckpt.picklevm.values import is_plain
 
     return value == LEGACY_MAGIC if is_plain(value) else True
 
 
 def _torch_goes_on(index: int, value: object, legacy: bool) -> bool:
-    from torchwise.ckpt.values import is_plain
+    from torchwise.ckpt.picklevm.values import is_plain
 
     if not legacy:
         return False  # torch.load raises "invalid magic number" after the first pickle

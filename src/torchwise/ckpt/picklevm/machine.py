@@ -1,11 +1,12 @@
 """A symbolic pickle machine: CPython's C unpickler, opcode for opcode, minus the imports.
 
 The machine keeps the unpickler's stack, mark stack and memo exactly as
-``_pickle.c`` does and dispatches through one opcode table (:data:`DISPATCH`,
-byte -> method, like ``pickle.Unpickler.dispatch``). Plain data is rebuilt as
+``_pickle.c`` does and dispatches through one opcode table
+(:func:`~torchwise.ckpt.picklevm.registry.opcode_table`, byte -> handler, like
+``pickle.Unpickler.dispatch``). Plain data is rebuilt as
 real values; ``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``, ``REDUCE``,
 ``NEWOBJ``, ``BUILD``, persistent ids and extension codes become inert records
-(:mod:`torchwise.ckpt.values`). Nothing here imports a module the pickle names
+(:mod:`torchwise.ckpt.picklevm.values`). Nothing here imports a module the pickle names
 or calls anything from it.
 
 Where the C unpickler raises, the machine raises :class:`PickleStop` with the
@@ -15,19 +16,36 @@ only torch.load's settings make it raise (a ``STRING`` that is not UTF-8, a
 first such point in ``torch_stop`` and goes on, so a payload behind it is still
 judged. Where it cannot know what the unpickler would do (a computed import, a
 call of a call's result, BUILD on a class) it records an
-:class:`~torchwise.ckpt.values.Anomaly`: unsafe, because fail-closed.
+:class:`~torchwise.ckpt.picklevm.values.Anomaly`: unsafe, because fail-closed.
 """
 
 from __future__ import annotations
 
 import _compat_pickle
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, BudgetExceeded, Meter
-from torchwise.ckpt.handlers import DISPATCH, PickleStop
-from torchwise.ckpt.opcodes import LARGE, ByteStream, SkippedBytes, SkippedText, Source, Truncated
-from torchwise.ckpt.values import Anomaly, Call, Global, PDict, PickleResult, Stop, is_plain
+from torchwise.ckpt.picklevm import ctext
+from torchwise.ckpt.picklevm.registry import PickleStop, opcode_table
+from torchwise.ckpt.picklevm.source import (
+    LARGE,
+    ByteStream,
+    SkippedBytes,
+    SkippedText,
+    Source,
+    Truncated,
+)
+from torchwise.ckpt.picklevm.values import (
+    Anomaly,
+    Call,
+    Global,
+    PDict,
+    PickleResult,
+    Stop,
+    is_plain,
+)
 
 __all__ = ["Machine", "PickleStop", "run_pickle"]
 
@@ -62,7 +80,7 @@ class Machine:
 
     # --- the loop -----------------------------------------------------------------
     def run(self) -> PickleResult:
-        src, table, result = self.src, DISPATCH, self.result
+        src, table, result = self.src, opcode_table().handlers, self.result
         allowed = self.budgets.max_opcodes - self.meter.opcodes
         n = 0
         try:
@@ -201,6 +219,13 @@ class Machine:
         memo[key] = value
         if len(memo) > self.budgets.max_memo:
             raise BudgetExceeded("the memo size", self.budgets.max_memo)
+
+    def line_arg(self, parse: Callable[[bytes], Any]) -> Any:
+        """A protocol 0 argument: one line, parsed as the C unpickler parses it."""
+        try:
+            return parse(self.src.line())
+        except ctext.TextError as exc:
+            raise PickleStop(str(exc)) from None
 
     def text(self, size: int) -> Any:
         """A BINUNICODE argument of ``size`` bytes: UTF-8 with surrogates, as C decodes it."""

@@ -2,7 +2,7 @@
 
 ``torch.load`` on a file whose first four bytes are ``PK\\x03\\x04``:
 
-1. opens the archive with miniz (:mod:`torchwise.ckpt.zipdir`);
+1. opens the archive with miniz (:mod:`torchwise.ckpt.formats.zipdir`);
 2. takes the *first* directory entry's folder as the record prefix, and refuses an
    archive with any member outside it (``getAllRecords``);
 3. reads ``.data/version`` or ``version`` (a number from 1 to 10);
@@ -24,18 +24,18 @@ import json
 from dataclasses import dataclass
 
 from torchwise.ckpt.budgets import BudgetExceeded, Budgets, Meter
-from torchwise.ckpt.container import Container, PickleMember, WindowFile
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.pickle_vm import run_pickle
-from torchwise.ckpt.values import PickleResult, Stop
-from torchwise.ckpt.zipdir import (
+from torchwise.ckpt.formats.container import Container, PickleMember, WindowFile
+from torchwise.ckpt.formats.zipdir import (
     LOCAL_SIG,
     ZipDirectory,
     ZipError,
     ZipMember,
     read_directory,
 )
-from torchwise.ckpt.zipstream import MemberStream
+from torchwise.ckpt.formats.zipstream import MemberStream
+from torchwise.ckpt.picklevm.machine import run_pickle
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import PickleResult, Stop
 
 MAX_NESTING = 4
 _MIN_VERSION, _MAX_VERSION = 1, 10

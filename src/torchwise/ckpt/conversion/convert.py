@@ -7,7 +7,7 @@
 3. Tensors are streamed one at a time into the safetensors file (:mod:`.stwriter`);
    the structure around them (epochs, param groups, integer optimizer keys, tuples,
    hyperparameter namespaces) goes into the metadata as typed JSON
-   (:mod:`.typedjson`), so :func:`torchwise.ckpt.restore.load_converted` rebuilds
+   (:mod:`.typedjson`), so :func:`torchwise.ckpt.conversion.restore.load_converted` rebuilds
    the original object. Tensors safetensors cannot hold are refused, or with
    ``--split`` stored as their parts; values without a JSON form are refused, or
    with ``--drop-non-tensor`` left out and listed.
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
-from torchwise.ckpt.convert_plan import Section, flatten, metadata
-from torchwise.ckpt.loading import load_for_conversion
+from torchwise.ckpt.conversion.loading import load_for_conversion
+from torchwise.ckpt.conversion.plan import Section, flatten, metadata
 from torchwise.ckpt.policy import WEIGHTS_ONLY
 from torchwise.ckpt.scan import scan_file
 from torchwise.errors import OutputError, TorchwiseError
@@ -174,7 +174,7 @@ def _write_section(
     result: ConvertResult,
     progress: Callable[[int, str], None] | None,
 ) -> None:
-    from torchwise.ckpt import stwriter
+    from torchwise.ckpt.conversion import stwriter
 
     meta = metadata(section, source)
     partial = out.with_name(out.name + ".partial")

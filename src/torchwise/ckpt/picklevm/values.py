@@ -151,6 +151,6 @@ def is_plain(value: Any) -> bool:
     """A value the machine knows exactly: not a record of an import, a call or an unknown."""
     if type(value) in _PLAIN:
         return True
-    from torchwise.ckpt.opcodes import SkippedBytes, SkippedText
+    from torchwise.ckpt.picklevm.source import SkippedBytes, SkippedText
 
     return isinstance(value, (SkippedBytes, SkippedText))

@@ -25,11 +25,11 @@ import tarfile
 from typing import Any, cast
 
 from torchwise.ckpt.budgets import Meter
-from torchwise.ckpt.container import Container, PickleMember, WindowFile
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.pickle_vm import run_pickle
+from torchwise.ckpt.formats.container import Container, PickleMember, WindowFile
+from torchwise.ckpt.picklevm.machine import run_pickle
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import Global, PickleResult
 from torchwise.ckpt.tensors import ELEMENT_SIZE, STORAGE_DTYPES
-from torchwise.ckpt.values import Global, PickleResult
 
 _INT64 = struct.Struct("<q")
 _INT32 = struct.Struct("<i")

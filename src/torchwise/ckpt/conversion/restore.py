@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from torchwise.ckpt import typedjson
+from torchwise.ckpt.conversion import typedjson
 from torchwise.errors import TorchwiseError
 
 

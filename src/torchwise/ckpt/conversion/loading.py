@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchwise.ckpt.budgets import Budgets
-from torchwise.ckpt.container import Container
-from torchwise.ckpt.convert_plan import SAFETENSORS_NAMES, Loaded
-from torchwise.ckpt.reader import read_container
-from torchwise.ckpt.restricted import restricted_pickle_module
-from torchwise.ckpt.zipdir import read_directory
+from torchwise.ckpt.conversion.plan import SAFETENSORS_NAMES, Loaded
+from torchwise.ckpt.conversion.restricted import restricted_pickle_module
+from torchwise.ckpt.formats.container import Container
+from torchwise.ckpt.formats.zipdir import read_directory
+from torchwise.ckpt.loaders.torch_load import read_container
 from torchwise.errors import TorchwiseError
 
 if TYPE_CHECKING:
