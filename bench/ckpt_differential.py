@@ -32,7 +32,7 @@ from hypothesis import strategies as st  # noqa: E402
 from programs import Program, programs  # noqa: E402
 from test_ckpt_differential import generated_files  # noqa: E402
 
-from torchwise.ckpt.loaders.torch_load import read_container  # noqa: E402
+from torchwise.ckpt.loaders.routes import read_container  # noqa: E402
 from torchwise.ckpt.scan import scan_file  # noqa: E402
 
 TALLY = {"programs": 0, "ran": 0, "ran_unsafe": 0, "compared": 0, "agree": 0, "clean": 0,

@@ -150,7 +150,7 @@ def test_inspect_reads_no_storage_bytes(tmp_path: Path) -> None:
     result = inspect(big)
     assert result.tensor_bytes == 16 * 2**20 * 4 + 12
     assert result.bytes_read < 16 * 1024 < result.file_size // 1000
-    from torchwise.ckpt.loaders.torch_load import read_container
+    from torchwise.ckpt.loaders.routes import read_container
 
     storages = _data_ranges(big)
     for start, end in read_container(big).read_ranges:

@@ -29,8 +29,9 @@ class Budgets:
     max_opcodes: int = 2_000_000
     #: memo entries of one pickle
     max_memo: int = 1_000_000
-    #: open MARKs at once (the unpickler's mark stack; nested containers in protocols 0-1)
-    max_depth: int = 2_000
+    #: open MARKs at once, 0 for no limit: weights_only itself nests as deep as memory allows
+    #: (measured: a million levels load), so by default nesting only costs opcodes
+    max_depth: int = 0
     #: wall-clock seconds for one file (a safety net; the counts above decide first)
     max_seconds: float = 60.0
 
@@ -39,7 +40,7 @@ class Budgets:
         ("--max-bytes", "max_bytes", "decompressed bytes per pickle"),
         ("--max-opcodes", "max_opcodes", "pickle opcodes per file"),
         ("--max-memo", "max_memo", "memo entries per pickle"),
-        ("--max-depth", "max_depth", "nested MARKs per pickle"),
+        ("--max-depth", "max_depth", "nested MARKs per pickle (0: none)"),
         ("--max-seconds", "max_seconds", "seconds per file"),
     )
 
@@ -63,7 +64,23 @@ class Meter:
 
     budgets: Budgets = DEFAULT_BUDGETS
     opcodes: int = 0
+    #: bytes decompressed or read from the file so far, over every member and nested archive
+    #: (an entry that points at data another entry points at counts again)
+    bytes_read: int = 0
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def exhausted(self) -> bool:
+        """A count budget has been reached (the file is already too large to vet)."""
+        budgets = self.budgets
+        return self.opcodes >= budgets.max_opcodes or self.bytes_read >= budgets.max_bytes
+
+    def charge_bytes(self, n: int, offset: int = -1) -> None:
+        self.bytes_read += n
+        if self.bytes_read > self.budgets.max_bytes:
+            raise BudgetExceeded(
+                "the bytes decompressed from the file", self.budgets.max_bytes, offset
+            )
 
     def charge_opcodes(self, n: int, offset: int) -> None:
         self.opcodes += n

@@ -14,7 +14,8 @@ from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
 from torchwise.ckpt.formats.container import Container
-from torchwise.ckpt.loaders.torch_load import corrupt, read_container
+from torchwise.ckpt.loaders.routes import read_container
+from torchwise.ckpt.loaders.torch_load import corrupt
 from torchwise.ckpt.picklevm.values import Call, Global, PDict, PersistentRef, PSet, Unhashable
 from torchwise.ckpt.tensors import (
     SAFETENSORS_DTYPES,

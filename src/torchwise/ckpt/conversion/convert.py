@@ -28,7 +28,7 @@ from typing import Any
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
 from torchwise.ckpt.conversion.loading import load_for_conversion
 from torchwise.ckpt.conversion.plan import Section, flatten, metadata
-from torchwise.ckpt.policy import WEIGHTS_ONLY
+from torchwise.ckpt.policy import WEIGHTS_ONLY, check_allowed
 from torchwise.ckpt.scan import scan_file
 from torchwise.errors import OutputError, TorchwiseError
 
@@ -109,7 +109,7 @@ def convert(
 
 def _vet(source: Path, options: ConvertOptions) -> list[Any]:
     """Scan first; the objects weights_only loading needs beyond its own allowlist."""
-    report = scan_file(source, options.allow, options.budgets)
+    report = scan_file(source, check_allowed(options.allow), options.budgets)
     if report.verdict == "error":
         raise TorchwiseError(f"{source}: {report.error}", hint="nothing was converted")
     unsafe = sorted({f.global_name or f.rule for f in report.findings if f.severity != "warning"})

@@ -23,7 +23,7 @@ from torchwise.ckpt.conversion.plan import SAFETENSORS_NAMES, Loaded
 from torchwise.ckpt.conversion.restricted import restricted_pickle_module
 from torchwise.ckpt.formats.container import Container
 from torchwise.ckpt.formats.zipdir import read_directory
-from torchwise.ckpt.loaders.torch_load import read_container
+from torchwise.ckpt.loaders.routes import read_container
 from torchwise.errors import TorchwiseError
 
 if TYPE_CHECKING:

@@ -1,21 +1,34 @@
-"""Read a zip archive the way ``torch.load`` does (miniz), and name every trick in it.
+"""Read a zip archive the way torch's reader (miniz 3.0.2) does, and name every trick in it.
 
 torch's zip reader is miniz, not Python's ``zipfile``, and the two disagree on
 purpose-built files: ``zipfile`` cuts names at a NUL byte, relocates a central
 directory that is not where the end record says, gives the *last* of two
 same-named members; miniz compares names as raw bytes, case-insensitively,
-reads offsets as written, and finds the *first*. A scanner built on ``zipfile``
-therefore vets a different ``data.pkl`` than torch unpickles. This module
-parses the end record, the zip64 records, the central directory and the local
-headers itself, with miniz's rules, and records as an :class:`ZipTrick` every
-place where readers could disagree: duplicate or case-folded names, control
-bytes in names, local headers that contradict the directory, overlapping
-members, a directory that is not where the end record points, more than one
-end record, a decoy local header at offset 0.
+reads offsets as written, and finds one by binary search. A scanner built on
+``zipfile`` therefore vets a different ``data.pkl`` than torch unpickles.
 
-What miniz itself refuses (no end record, a directory outside the file,
-encryption, a method other than stored or deflate) raises :class:`ZipError`
-or, per member, comes back from :meth:`ZipDirectory.check_extractable`.
+This module follows ``mz_zip_reader_init`` step by step (``miniz_zip.c``):
+
+1. the end record is the *last* ``PK\\x05\\x06`` with 22 bytes after it, searched
+   backwards in 4 KiB chunks until a chunk starts 64 KiB + 22 bytes or more
+   before the end (so up to about 68 KiB back, not 64), and failing outright when a
+   step back would go below byte 0 (an unsigned subtraction in miniz wraps there);
+2. a zip64 locator right before it counts only when the zip64 end record it
+   points at carries its signature;
+3. the archive is refused for exactly what miniz checks while indexing the
+   central directory (entry counts, disks, each entry's signature and lengths,
+   the 32-bit sizes and offset when none of them is 0xFFFFFFFF, masked
+   directories) and for nothing else: a field torch never reads (a broken
+   extra field on an entry without zip64 values, a local header of a member it
+   never extracts) never makes the archive unreadable;
+4. a member's zip64 values are read when it is looked at
+   (``mz_zip_file_stat_internal``), and a broken one fails that member only;
+5. extracting reads the local header for its signature and two lengths only.
+
+Where readers could disagree (duplicate or case-folded names, control bytes in
+names, local headers that contradict the directory, overlapping members, a
+relocated directory, more than one end record, a decoy local header at byte 0)
+is recorded as a :class:`ZipTrick`.
 """
 
 from __future__ import annotations
@@ -37,7 +50,8 @@ _ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")  # 56 bytes
 _CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # 46 bytes
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # 30 bytes
 _U32_MAX = 0xFFFFFFFF
-_SEARCH = 0xFFFF + _EOCD.size  # how far back miniz looks for the end record
+_CHUNK = 4096  # miniz's search buffer
+_WINDOW = 0xFFFF + _EOCD.size  # miniz gives up once a chunk starts this far back
 _ENCRYPTED = 0x0001 | 0x0040  # traditional / strong encryption
 _PATCH = 0x0020
 _MASKED = 0x2000  # central directory encryption
@@ -64,6 +78,7 @@ class ZipMember:
     method: int
     flags: int
     crc: int
+    #: sizes and offset after miniz's zip64 step (the 32-bit fields when it fails)
     compressed_size: int
     size: int
     header_offset: int
@@ -72,6 +87,8 @@ class ZipMember:
     data_offset: int = -1
     local_name: bytes = b""
     zip64_fields: int = 0
+    #: why miniz cannot stat or extract this member (its zip64 field, its local header)
+    error: str | None = None
 
     @property
     def name(self) -> str:
@@ -88,24 +105,29 @@ class ZipMember:
 class ZipDirectory:
     members: list[ZipMember]
     tricks: list[ZipTrick] = field(default_factory=list)
-    #: what miniz refuses after opening (e.g. a member whose sizes contradict each other)
     eocd_offset: int = 0
 
     def locate(self, name: bytes) -> ZipMember | None:
-        """The member miniz finds for ``name``: ASCII case-insensitive, whole-name match.
+        """The member miniz finds for ``name`` (a C string: it ends at its first NUL).
 
-        With duplicates miniz's binary search returns one of them (the first, in
-        practice); duplicates are a trick in their own right, and every member
-        is scanned, so which one does not decide a verdict.
+        ``mz_zip_reader_locate_file`` compares ASCII case-insensitively, whole names.
+        With duplicates miniz's binary search returns one of them; duplicates are a
+        trick in their own right, and every member is scanned, so which one does not
+        decide a verdict.
         """
-        wanted = _fold(name)
+        wanted = _fold(name.split(b"\0", 1)[0])
         return next((m for m in self.members if _fold(m.raw_name) == wanted), None)
 
-    def check_extractable(self, member: ZipMember) -> str | None:
-        """Why miniz would refuse to extract ``member``, or None."""
+    @staticmethod
+    def check_extractable(member: ZipMember) -> str | None:
+        """Why ``mz_zip_reader_extract_to_mem`` would fail on ``member``, or None."""
+        if member.error is not None:
+            return f"{member.name}: {member.error}"
+        if member.is_directory or not member.compressed_size:
+            return None  # miniz returns success and writes nothing
         if member.flags & (_ENCRYPTED | _PATCH):
             return f"{member.name} is marked encrypted (miniz refuses it)"
-        if member.method not in (0, 8) and member.compressed_size:
+        if member.method not in (0, 8):
             return f"{member.name} uses compression method {member.method} (miniz reads 0 and 8)"
         if member.data_offset < 0:
             return f"{member.name}: its local header is missing or broken"
@@ -113,30 +135,31 @@ class ZipDirectory:
 
 
 def _fold(name: bytes) -> bytes:
-    return name.lower() if name.isascii() else bytes(c + 32 if 65 <= c <= 90 else c for c in name)
+    return bytes(c + 32 if 65 <= c <= 90 else c for c in name)
 
 
 def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
     """Parse ``raw`` (``size`` bytes) as miniz does; raises :class:`ZipError` where miniz fails."""
     if size < _EOCD.size:
         raise ZipError("too short to be a zip archive")
-    tail_start, tail = _find_eocd(raw, size)
-    if tail_start < 0:
+    at = find_eocd(raw, size)
+    if at < 0:
         raise ZipError("no end-of-central-directory record (truncated download?)")
-    at = tail_start
+    raw.seek(at)
+    tail = raw.read(size - at) or b""
     (_, disk, cd_disk, on_disk, total, cd_size, cd_offset, comment_len) = _EOCD.unpack_from(tail)
-    tricks: list[ZipTrick] = []
     zip64_at = -1
     if at >= _ZIP64_LOCATOR.size + _ZIP64_EOCD.size:
         raw.seek(at - _ZIP64_LOCATOR.size)
         locator = raw.read(_ZIP64_LOCATOR.size) or b""
         if locator[:4] == ZIP64_LOCATOR_SIG:
-            _, _, zip64_at, n_disks = _ZIP64_LOCATOR.unpack(locator)
-            if zip64_at > size - _ZIP64_EOCD.size:
+            _, _, record_at, n_disks = _ZIP64_LOCATOR.unpack(locator)
+            if record_at > size - _ZIP64_EOCD.size:
                 raise ZipError("the zip64 locator points outside the file")
-            raw.seek(zip64_at)
+            raw.seek(record_at)
             record = raw.read(_ZIP64_EOCD.size) or b""
-            if record[:4] == ZIP64_EOCD_SIG:
+            if len(record) == _ZIP64_EOCD.size and record[:4] == ZIP64_EOCD_SIG:
+                zip64_at = record_at
                 (_, rec_size, _, _, disk, cd_disk, on_disk, total, cd_size, cd_offset) = (
                     _ZIP64_EOCD.unpack(record)
                 )
@@ -144,13 +167,14 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
                     raise ZipError("the zip64 end record is too short")
                 if n_disks != 1:
                     raise ZipError("a multi-disk zip64 archive")
-            else:
-                zip64_at = -1
+                if max(total, on_disk, cd_size) > _U32_MAX:
+                    raise ZipError("more entries or a larger directory than miniz reads")
     if total != on_disk or (disk | cd_disk and (disk, cd_disk) != (1, 1)):
         raise ZipError("a multi-disk archive (miniz reads single-disk archives only)")
     if cd_size < total * _CENTRAL.size or cd_offset + cd_size > size:
         raise ZipError("the central directory lies outside the file (truncated?)")
-    _check_end_region(tail, 0, comment_len, tricks, tail_start)
+    tricks: list[ZipTrick] = []
+    _check_end_region(tail, comment_len, tricks, at)
     directory_end = zip64_at if zip64_at >= 0 else at
     if cd_offset + cd_size != directory_end:
         # Python's zipfile relocates every offset by the difference; miniz does not.
@@ -163,9 +187,11 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
         )
     raw.seek(cd_offset)
     central = raw.read(cd_size) or b""
-    members = _parse_central(central, total, cd_offset, size, disk)
-    consumed = sum(_CENTRAL.size + len(m.raw_name) for m in members)
-    if members and consumed < cd_size and _looks_like_more_entries(central, members):
+    if len(central) != cd_size:
+        raise ZipError("the central directory cannot be read (truncated?)")
+    members = _index_central(raw, central, total, cd_offset, size, disk)
+    consumed = sum(_entry_length(central, m) for m in _offsets(central, len(members)))
+    if members and consumed < cd_size and central[consumed : consumed + 4] == CENTRAL_SIG:
         tricks.append(
             ZipTrick(
                 f"the end record counts {total} entries but the central directory holds more: "
@@ -179,39 +205,51 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
     return directory
 
 
-def _find_eocd(raw: ByteStream, size: int) -> tuple[int, bytes]:
-    """miniz's search: the last end-record signature with a whole record after it, at most
-    64 KiB + 22 bytes from the end. Returns (offset, the bytes from it to the end of the file),
-    or (-1, b""). The last 22 bytes are tried first (a file without a comment), so reading a
-    checkpoint's directory touches no tensor data."""
+def find_eocd(raw: ByteStream, size: int) -> int:
+    """``mz_zip_reader_locate_header_sig``: the offset of the end record, or -1.
+
+    The last 22 bytes are tried first: a file without a comment ends with its end
+    record, and then the answer is the same as miniz's without reading further back
+    (reading a checkpoint's directory touches no tensor data).
+    """
+    if size < _EOCD.size:
+        return -1
     raw.seek(size - _EOCD.size)
-    last = raw.read(_EOCD.size) or b""
-    if last[:4] == EOCD_SIG:
-        return size - _EOCD.size, last
-    start, window = size, b""
-    while start > 0 and size - start < _SEARCH:
-        begin = max(0, start - 4096, size - _SEARCH)
-        raw.seek(begin)
-        window = (raw.read(start - begin) or b"") + window
-        start = begin
-        end = len(window)
-        while (pos := window.rfind(EOCD_SIG, 0, end)) >= 0:
-            if len(window) - pos >= _EOCD.size:
-                return start + pos, window[pos:]
-            end = pos + 3  # a signature overlapping this one's first bytes is still found
-    return -1, b""
+    if (raw.read(4) or b"") == EOCD_SIG:
+        return size - _EOCD.size
+    cur = max(size - _CHUNK, 0)
+    while True:
+        n = min(_CHUNK, size - cur)
+        raw.seek(cur)
+        buf = raw.read(n) or b""
+        if len(buf) != n:
+            return -1
+        i = n - 4
+        while i >= 0:
+            i = buf.rfind(EOCD_SIG, 0, i + 4)
+            if i < 0:
+                break
+            if size - (cur + i) >= _EOCD.size:
+                return cur + i
+            i -= 1
+        if not cur or size - cur >= _WINDOW:
+            return -1
+        if cur < _CHUNK - 3:
+            # MZ_MAX(cur - (sizeof(buf) - 3), 0) subtracts a size_t: the difference wraps
+            # around instead of going negative, the next read is at a negative offset and
+            # fails (a small file whose end record is not in its last 4 KiB does not open)
+            return -1
+        cur -= _CHUNK - 3
 
 
-def _check_end_region(
-    tail: bytes, eocd: int, comment_len: int, tricks: list[ZipTrick], base: int
-) -> None:
-    after = tail[eocd + _EOCD.size :]
+def _check_end_region(tail: bytes, comment_len: int, tricks: list[ZipTrick], base: int) -> None:
+    after = tail[_EOCD.size :]
     if any(sig in after for sig in (EOCD_SIG, ZIP64_EOCD_SIG, ZIP64_LOCATOR_SIG)):
         tricks.append(
             ZipTrick(
                 "a second end-of-directory signature after the end record: readers that search "
                 "differently open a different directory",
-                base + eocd,
+                base,
             )
         )
     if len(after) != comment_len:
@@ -219,81 +257,136 @@ def _check_end_region(
             ZipTrick(
                 f"{len(after)} bytes follow the end record where its comment length says "
                 f"{comment_len}: zipfile and miniz accept different end records",
-                base + eocd,
+                base,
             )
         )
 
 
-def _parse_central(
-    central: bytes, total: int, cd_offset: int, size: int, disk: int
+def _offsets(central: bytes, count: int) -> list[int]:
+    out, pos = [], 0
+    for _ in range(count):
+        out.append(pos)
+        pos += _entry_length(central, pos)
+    return out
+
+
+def _entry_length(central: bytes, pos: int) -> int:
+    name_len, extra_len, comment_len = struct.unpack_from("<HHH", central, pos + 28)
+    return int(_CENTRAL.size + name_len + extra_len + comment_len)
+
+
+def _index_central(
+    raw: ByteStream, central: bytes, total: int, cd_offset: int, size: int, disk: int
 ) -> list[ZipMember]:
+    """The loop of ``mz_zip_reader_read_central_dir`` that indexes every entry."""
     members: list[ZipMember] = []
-    pos = 0
+    pos, n, extended_info = 0, len(central), False
     for index in range(total):
-        if len(central) - pos < _CENTRAL.size or central[pos : pos + 4] != CENTRAL_SIG:
+        if n < _CENTRAL.size or central[pos : pos + 4] != CENTRAL_SIG:
             raise ZipError(f"central directory entry {index} is broken")
         (_, _, _, flags, method, _, _, crc, csize, usize, name_len, extra_len, comment_len,
          disk_start, _, external, offset) = _CENTRAL.unpack_from(central, pos)  # fmt: skip
-        end = pos + _CENTRAL.size + name_len + extra_len + comment_len
-        if end > len(central):
+        if not extended_info and extra_len and _U32_MAX in (csize, usize, offset):
+            extended_info = _has_zip64_field(raw, central, pos, n, cd_offset, name_len, extra_len)
+        if _U32_MAX not in (csize, usize) and (
+            (method == 0 and usize != csize) or (usize and not csize)
+        ):
+            raise ZipError(f"entry {index}: its sizes contradict each other")
+        if disk_start == 0xFFFF or disk_start not in (disk, 1):
+            raise ZipError(f"entry {index} starts on another disk")
+        if csize != _U32_MAX and offset + _LOCAL.size + csize > size:
+            raise ZipError(f"entry {index}: its data lies outside the file (truncated?)")
+        if flags & _MASKED:
+            raise ZipError("the central directory is encrypted")
+        length = _CENTRAL.size + name_len + extra_len + comment_len
+        if length > n:
             raise ZipError(f"central directory entry {index} runs past the directory")
         name = central[pos + _CENTRAL.size : pos + _CENTRAL.size + name_len]
         extra = central[pos + _CENTRAL.size + name_len : pos + _CENTRAL.size + name_len + extra_len]
         member = ZipMember(index, name, method, flags, crc, csize, usize, offset, external)
-        _apply_zip64(member, extra)
-        sized = member.compressed_size != _U32_MAX and member.size != _U32_MAX
-        if sized and (
-            (method == 0 and member.size != member.compressed_size)
-            or (member.size and not member.compressed_size)
-        ):
-            raise ZipError(f"{member.name}: its sizes contradict each other")
-        if disk_start == 0xFFFF or disk_start not in (disk, 1):
-            raise ZipError(f"{member.name}: starts on another disk")
-        if member.header_offset + _LOCAL.size + member.compressed_size > size:
-            raise ZipError(f"{member.name}: its data lies outside the file (truncated?)")
-        if flags & _MASKED:
-            raise ZipError("the central directory is encrypted")
+        _stat_zip64(member, extra)
         members.append(member)
-        pos = end
+        n -= length
+        pos += length
     return members
 
 
-def _apply_zip64(member: ZipMember, extra: bytes) -> None:
-    """miniz reads the first zip64 field, for the sizes and offset that are 0xFFFFFFFF."""
-    pos = 0
-    while pos + 4 <= len(extra):
-        tag, length = struct.unpack_from("<HH", extra, pos)
-        body = extra[pos + 4 : pos + 4 + length]
-        if len(body) < length:
-            raise ZipError(f"{member.name}: a truncated extra field")
-        if tag == 1:
-            member.zip64_fields += 1
-            if member.zip64_fields == 1:
-                _zip64_values(member, body)
-        pos += 4 + length
-
-
-def _zip64_values(member: ZipMember, body: bytes) -> None:
+def _has_zip64_field(
+    raw: ByteStream,
+    central: bytes,
+    pos: int,
+    remaining: int,
+    cd_offset: int,
+    name_len: int,
+    extra_len: int,
+) -> bool:
+    """miniz's one-time search for a zip64 field while indexing (its checks raise)."""
+    if _CENTRAL.size + name_len + extra_len > remaining:
+        # miniz reads these bytes from the file at the *directory's* offset (sic)
+        raw.seek(cd_offset + _CENTRAL.size + name_len)
+        extra = raw.read(extra_len) or b""
+        if len(extra) != extra_len:
+            raise ZipError("the central directory cannot be read (truncated?)")
+    else:
+        start = pos + _CENTRAL.size + name_len
+        extra = central[start : start + extra_len]
     at = 0
-    for attr in ("size", "compressed_size", "header_offset"):
-        if getattr(member, attr) == _U32_MAX:
-            if at + 8 > len(body):
-                raise ZipError(f"{member.name}: a zip64 field too short for its sizes")
-            setattr(member, attr, struct.unpack_from("<Q", body, at)[0])
-            at += 8
+    while at < len(extra):
+        if len(extra) - at < 4:
+            raise ZipError("a truncated extra field")
+        tag, length = struct.unpack_from("<HH", extra, at)
+        if length + 4 > len(extra) - at:
+            raise ZipError("a truncated extra field")
+        if tag == 1:
+            return True
+        at += 4 + length
+    return False
 
 
-def _looks_like_more_entries(central: bytes, members: list[ZipMember]) -> bool:
-    # The first unread byte after the counted entries starts another entry.
-    pos = 0
-    for _ in members:
-        (name_len, extra_len, comment_len) = struct.unpack_from("<HHH", central, pos + 28)
-        pos += _CENTRAL.size + name_len + extra_len + comment_len
-    return central[pos : pos + 4] == CENTRAL_SIG
+def _stat_zip64(member: ZipMember, extra: bytes) -> None:
+    """``mz_zip_file_stat_internal``: the first zip64 field fills the 0xFFFFFFFF values.
+
+    Only when one of them is 0xFFFFFFFF; a broken field fails this member, not the archive.
+    """
+    member.zip64_fields = _count_zip64_fields(extra)
+    if _U32_MAX not in (member.compressed_size, member.size, member.header_offset):
+        return
+    at = 0
+    while at < len(extra):
+        if len(extra) - at < 4:
+            member.error = "a truncated extra field (miniz cannot stat it)"
+            return
+        tag, length = struct.unpack_from("<HH", extra, at)
+        if length + 4 > len(extra) - at:
+            member.error = "a truncated extra field (miniz cannot stat it)"
+            return
+        if tag == 1:
+            body, used = extra[at + 4 : at + 4 + length], 0
+            for attr in ("size", "compressed_size", "header_offset"):
+                if getattr(member, attr) == _U32_MAX:
+                    if used + 8 > len(body):
+                        member.error = "a zip64 field too short for its values"
+                        return
+                    setattr(member, attr, struct.unpack_from("<Q", body, used)[0])
+                    used += 8
+            return
+        at += 4 + length
+
+
+def _count_zip64_fields(extra: bytes) -> int:
+    count, at = 0, 0
+    while at + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, at)
+        count += tag == 1
+        at += 4 + length
+    return count
 
 
 def _read_local_headers(raw: ByteStream, directory: ZipDirectory, size: int) -> None:
+    """Where each member's data starts, as extraction finds it (signature and two lengths)."""
     for member in directory.members:
+        if member.error is not None:
+            continue
         raw.seek(member.header_offset)
         head = raw.read(_LOCAL.size) or b""
         if len(head) < _LOCAL.size or head[:4] != LOCAL_SIG:
@@ -302,37 +395,42 @@ def _read_local_headers(raw: ByteStream, directory: ZipDirectory, size: int) -> 
             head
         )
         member.local_name = raw.read(name_len) or b""
-        member.data_offset = member.header_offset + _LOCAL.size + name_len + extra_len
-        if member.data_offset + member.compressed_size > size:
-            member.data_offset = -1
+        data_offset = member.header_offset + _LOCAL.size + name_len + extra_len
+        if data_offset + member.compressed_size > size:
             continue
-        where = member.header_offset
-        if member.local_name != member.raw_name:
-            directory.tricks.append(
-                ZipTrick(
-                    f"{member.name}: its local header names it {_show(member.local_name)}; "
-                    "streaming unzippers read that name, torch reads the directory's",
-                    where,
-                )
+        member.data_offset = data_offset
+        _compare_local(directory, member, lflags, lmethod, (lcsize, lusize, lcrc))
+
+
+def _compare_local(
+    directory: ZipDirectory, member: ZipMember, lflags: int, lmethod: int, local: tuple[int, ...]
+) -> None:
+    where = member.header_offset
+    if member.local_name != member.raw_name:
+        directory.tricks.append(
+            ZipTrick(
+                f"{member.name}: its local header names it {_show(member.local_name)}; "
+                "streaming unzippers read that name, torch reads the directory's",
+                where,
             )
-        if lmethod != member.method or (lflags ^ member.flags) & (_ENCRYPTED | _DESCRIPTOR):
-            directory.tricks.append(
-                ZipTrick(
-                    f"{member.name}: its local header says method {lmethod}, flags {lflags:#x}; "
-                    f"the directory says method {member.method}, flags {member.flags:#x}",
-                    where,
-                )
+        )
+    if lmethod != member.method or (lflags ^ member.flags) & (_ENCRYPTED | _DESCRIPTOR):
+        directory.tricks.append(
+            ZipTrick(
+                f"{member.name}: its local header says method {lmethod}, flags {lflags:#x}; "
+                f"the directory says method {member.method}, flags {member.flags:#x}",
+                where,
             )
-        declared = (member.compressed_size, member.size, member.crc)
-        if not member.flags & _DESCRIPTOR and _U32_MAX not in (lcsize, lusize):  # noqa: SIM102
-            if (lcsize, lusize, lcrc) != declared:
-                directory.tricks.append(
-                    ZipTrick(
-                        f"{member.name}: its local header gives sizes {lcsize}/{lusize}, the "
-                        f"directory {member.compressed_size}/{member.size}",
-                        where,
-                    )
-                )
+        )
+    declared = (member.compressed_size, member.size, member.crc)
+    if not member.flags & _DESCRIPTOR and _U32_MAX not in local[:2] and local != declared:
+        directory.tricks.append(
+            ZipTrick(
+                f"{member.name}: its local header gives sizes {local[0]}/{local[1]}, the "
+                f"directory {member.compressed_size}/{member.size}",
+                where,
+            )
+        )
 
 
 def _show(name: bytes) -> str:

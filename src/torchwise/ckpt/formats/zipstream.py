@@ -95,7 +95,9 @@ class MemberStream:
         self.raw = raw
         self.member = member
         self.position = member.data_offset  # next raw byte to read
-        self.remaining_in = member.compressed_size
+        # miniz reads a stored member's declared (uncompressed) size, a deflated one's
+        # compressed size
+        self.remaining_in = member.size if member.method == 0 else member.compressed_size
         self.produced = 0
         self.limit = member.size
         self.inflater = _Inflater(member.method) if member.method else None

@@ -3,31 +3,28 @@
 ``torch.load(path)`` decides what a file is in this order, and so does
 :func:`read_container`:
 
-1. the first four bytes are ``PK\\x03\\x04``: the zip route (:mod:`.archive`);
+1. the first four bytes are ``PK\\x03\\x04``: the zip route (:mod:`.torch_zip`);
 2. otherwise ``tarfile.open`` is tried on the file: a valid tar header (its
    checksum, not the ``ustar`` magic, decides) is a pre-1.0 tar checkpoint
-   (:mod:`.tarread`);
+   (:mod:`torchwise.ckpt.formats.tarfmt`);
 3. otherwise the file is unpickled from byte 0: the legacy format is five stacked
    pickles (magic number, protocol, sys_info, the object, the storage keys) then
    raw storages; a plain pickle is one object (torch.load then raises "invalid
    magic number", after unpickling it).
 
-A safetensors file is recognised only when the pickle route finds no pickle at
-byte 0 (a pickle whose first eight bytes look like a safetensors header is a
-pickle to torch.load). A tar file is also decoded from byte 0, as
-``torch.load(io.BytesIO(...))`` would (a buffer skips the tar attempt). Sharded
-Hugging Face checkpoints (a folder with ``*.index.json``) are read shard by shard.
+The stacked pickles are also what ``pickle.load`` (in a loop) reads, so they
+carry both loaders. A tar file is also decoded from byte 0, as
+``torch.load(io.BytesIO(...))`` would (a buffer skips the tar attempt).
 """
 
 from __future__ import annotations
 
-import json
-import struct
 from pathlib import Path
 
-from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets, Meter
-from torchwise.ckpt.formats.container import Container, PickleMember, SafetensorsEntry, TrackedFile
+from torchwise.ckpt.budgets import Meter
+from torchwise.ckpt.formats.container import Container, PickleMember
 from torchwise.ckpt.formats.tarfmt import open_tar, read_tar
+from torchwise.ckpt.loaders.names import PICKLE_LOAD, TORCH_LOAD
 from torchwise.ckpt.loaders.torch_zip import ZipContext, read_torch_zip
 from torchwise.ckpt.picklevm.machine import run_pickle
 from torchwise.ckpt.picklevm.source import ByteStream
@@ -46,37 +43,37 @@ def corrupt(path: Path, what: str) -> TorchwiseError:
     )
 
 
-def read_container(
-    path: Path, budgets: Budgets = DEFAULT_BUDGETS, *, probe_storages: bool = False
-) -> Container:
-    """Identify ``path``'s format as torch.load would and symbolically read every pickle.
-
-    ``probe_storages`` also decodes every zip storage that starts like a pickle
-    (the scan does; inspect reads no storage byte).
-    """
-    if path.is_dir() or path.name.endswith(".index.json"):
-        return _read_sharded(path, budgets, probe_storages)
-    if not path.is_file():
-        raise TorchwiseError(f"{path}: no such file", hint="check the path")
-    meter = Meter(budgets)
-    with TrackedFile(path) as raw:
-        size = path.stat().st_size
-        container = Container(path, "unknown", file_size=size)
-        if size == 0:
-            container.reject("the file is empty")
-            return container
-        head = raw.read(16) or b""
-        if head[:4] == b"PK\x03\x04":
-            read_torch_zip(container, ZipContext(raw, size, meter, probe_storages))
-        else:
-            _read_legacy_route(container, raw, size, head, meter)
-        container.read_ranges = raw.ranges
-    return container
-
-
-def _read_legacy_route(
-    container: Container, raw: TrackedFile, size: int, head: bytes, meter: Meter
+def read_torch_route(
+    container: Container, raw: ByteStream, size: int, head: bytes, meter: Meter, probe: bool
 ) -> None:
+    """Fill ``container`` along torch.load's route; ``probe`` decodes storages that look like
+    pickles (the scan does; inspect reads no storage byte)."""
+    if head[:4] == b"PK\x03\x04":
+        read_torch_zip(container, ZipContext(raw, size, meter, probe))
+    else:
+        _read_legacy_route(container, raw, size, meter)
+    container.route(TORCH_LOAD, _torch_failure(container))
+
+
+def _torch_failure(container: Container) -> str | None:
+    """Why torch.load fails on the file (it may have unpickled something first), or None."""
+    if container.failure is not None:
+        return container.failure
+    if container.format == "pt2":
+        return "a torch.export archive (torch.export.load reads it; torch.load finds no data.pkl)"
+    loaded = [m for m in container.pickles if TORCH_LOAD in m.loaders]
+    for member in loaded:
+        stop = member.result.stop or member.result.torch_stop
+        if stop is not None:
+            return f"{member.name}: {stop.message} at byte {stop.offset}"
+    if container.format == "pickle":
+        return "it unpickles the file, then raises: invalid magic number (not a torch.save file)"
+    if not loaded and container.format != "torchscript":
+        return "no pickle torch.load would read"
+    return None
+
+
+def _read_legacy_route(container: Container, raw: ByteStream, size: int, meter: Meter) -> None:
     try:
         tar = open_tar(raw)
     except Exception as exc:  # torch.load lets anything but TarError out of tarfile.open
@@ -86,23 +83,21 @@ def _read_legacy_route(
         with tar:
             read_tar(container, raw, tar, meter)
         # torch.load(io.BytesIO(...)) skips the tar attempt and unpickles byte 0.
-        _read_stacked(container, raw, size, meter, loaded=False)
+        _read_stacked(container, raw, size, meter, torch_reads=False)
         return
-    found = _read_stacked(container, raw, size, meter, loaded=True)
-    if not found:
-        if _looks_like_safetensors(head, size):
-            _read_safetensors(container, raw, size)
-        else:
-            container.format = "unknown"
-            container.reject("not a checkpoint: neither a zip, a tar, a pickle nor safetensors")
+    if not _read_stacked(container, raw, size, meter, torch_reads=True):
+        container.reject("byte 0 starts no pickle (and it is neither a zip nor a tar)")
 
 
 def _read_stacked(
-    container: Container, raw: ByteStream, size: int, meter: Meter, loaded: bool
+    container: Container, raw: ByteStream, size: int, meter: Meter, torch_reads: bool
 ) -> bool:
-    """Read consecutive pickles from byte 0. False when byte 0 starts no pickle at all."""
+    """Read consecutive pickles from byte 0. False when byte 0 starts no pickle at all.
+
+    ``torch_reads``: torch.load unpickles the first (it does not for a tar file's bytes).
+    """
     at, index, legacy = 0, 0, False
-    torch_reads = loaded  # whether torch.load goes on to this pickle
+    from_path = torch_reads
     while at < size:
         result = run_pickle(raw, at, meter=meter, size=size, rewind=True)
         if index == 0 and not _is_a_pickle(result):
@@ -110,13 +105,14 @@ def _read_stacked(
         if index > 0 and not _holds_pickle(result):
             container.notes.append(f"{size - at:,} bytes after the last pickle are not a pickle")
             return True
-        if index == 0 and loaded:
+        if index == 0 and from_path:
             legacy = _legacy_magic(result.value)
             container.format = "torch-legacy" if legacy else "pickle"
         roles = _LEGACY_ROLES if legacy else ("data",)
         role = roles[index] if index < len(roles) else "extra"
         name = f"pickle #{index + 1} at byte {at}"
-        container.pickles.append(PickleMember(name, role, torch_reads, result))
+        loaders = (TORCH_LOAD, PICKLE_LOAD) if torch_reads else (PICKLE_LOAD,)
+        container.pickles.append(PickleMember(name, role, loaders, result))
         if result.frame_past_stop:
             container.trick(
                 "a FRAME runs past this pickle's STOP: where the next pickle starts depends "
@@ -183,84 +179,3 @@ def _check_legacy_storages(container: Container, keys: PickleResult, at: int, si
             f"truncated legacy checkpoint: storages need {expected:,} bytes after byte {at:,}, "
             f"the file has {size - at:,}"
         )
-
-
-# --- safetensors ----------------------------------------------------------------------
-
-
-def _looks_like_safetensors(head: bytes, size: int) -> bool:
-    if len(head) < 9:
-        return False
-    (n,) = struct.unpack("<Q", head[:8])
-    return 2 <= n <= size - 8 and head[8:9] == b"{"
-
-
-_ST_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-             "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-             "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "C64": 8}  # fmt: skip
-
-
-def _read_safetensors(container: Container, raw: ByteStream, size: int) -> None:
-    container.format = "safetensors"
-    raw.seek(0)
-    (n,) = struct.unpack("<Q", raw.read(8) or b"")
-    try:
-        header = json.loads((raw.read(n) or b"").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        container.reject(f"safetensors header is not valid JSON ({exc})")
-        return
-    if not isinstance(header, dict):
-        container.reject("safetensors header is not a JSON object")
-        return
-    data_size = size - 8 - n
-    for name, entry in header.items():
-        if name == "__metadata__":
-            container.metadata = dict(entry) if isinstance(entry, dict) else {}
-            continue
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-            numel = 1
-            for dim in shape:
-                numel *= int(dim)
-        except (KeyError, TypeError, ValueError):
-            container.reject(f"safetensors entry {name!r} is malformed")
-            return
-        if not 0 <= begin <= end <= data_size:
-            container.reject(f"tensor {name!r} lies outside the file (truncated?)")
-            return
-        if dtype in _ST_SIZES and numel * _ST_SIZES[dtype] != end - begin:
-            container.reject(f"tensor {name!r}: {end - begin} bytes for {dtype}{shape}")
-            return
-        container.safetensors.append(SafetensorsEntry(name, dtype, tuple(shape), end - begin))
-
-
-# --- sharded Hugging Face checkpoints ---------------------------------------------------
-
-
-def _read_sharded(path: Path, budgets: Budgets, probe_storages: bool) -> Container:
-    if path.is_dir():
-        indexes = sorted(path.glob("*.index.json"))
-        if not indexes:
-            raise TorchwiseError(
-                f"{path}: a directory without a *.index.json",
-                hint="pass a checkpoint file, or the directory of a sharded checkpoint",
-            )
-        path = indexes[0]
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-        weight_map: dict[str, str] = dict(index["weight_map"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TorchwiseError(f"{path}: not a sharded-checkpoint index ({exc})") from None
-    container = Container(path, "hf-sharded", metadata=dict(index.get("metadata") or {}))
-    for shard in sorted(set(weight_map.values())):
-        shard_path = path.parent / shard
-        if not shard_path.is_file():
-            raise TorchwiseError(
-                f"{path}: shard {shard} is missing", hint="download every shard the index lists"
-            )
-        container.children.append(
-            read_container(shard_path, budgets, probe_storages=probe_storages)
-        )
-        container.file_size += shard_path.stat().st_size
-    container.metadata["weight_map"] = weight_map
-    return container

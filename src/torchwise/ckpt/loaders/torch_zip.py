@@ -6,8 +6,11 @@
 2. takes the *first* directory entry's folder as the record prefix, and refuses an
    archive with any member outside it (``getAllRecords``);
 3. reads ``.data/version`` or ``version`` (a number from 1 to 10);
-4. dispatches to ``torch.jit.load`` when a ``constants.pkl`` record exists: a
-   TorchScript archive, whose code runs;
+4. dispatches to ``torch.jit.load`` when ``getAllRecords()`` lists ``constants.pkl``
+   (names from a 512-byte buffer, cut at NUL, prefix stripped, compared exactly in
+   Python); ``torch.jit.load`` itself finds ``constants.pkl`` (or the legacy
+   ``model.json``) with miniz's case-insensitive lookup. Either way it is a
+   TorchScript archive, whose code runs (``__setstate__`` at load);
 5. checks ``byteorder`` (``little`` or ``big``) and ``.storage_alignment``;
 6. unpickles ``data.pkl``, with ``torch.tensor`` mapped to ``torch._tensor``.
 
@@ -33,11 +36,16 @@ from torchwise.ckpt.formats.zipdir import (
     read_directory,
 )
 from torchwise.ckpt.formats.zipstream import MemberStream
+from torchwise.ckpt.loaders.names import EXPORT_LOAD, JIT_LOAD, TORCH_LOAD
 from torchwise.ckpt.picklevm.machine import run_pickle
 from torchwise.ckpt.picklevm.source import ByteStream
 from torchwise.ckpt.picklevm.values import PickleResult, Stop
 
 MAX_NESTING = 4
+#: MZ_ZIP_MAX_ARCHIVE_FILENAME_SIZE: getAllRecords() reads names into a buffer this long
+_NAME_BUFFER = 512
+#: the largest text record (version, byteorder) read; a real one is a few bytes
+_SMALL = 1 << 16
 _MIN_VERSION, _MAX_VERSION = 1, 10
 _TORCH_MODULE_MAPPING = {"torch.tensor": "torch._tensor"}
 _PROTO_HEADS = {bytes([0x80, p]) for p in range(6)}
@@ -64,7 +72,7 @@ class TorchRecords:
 
     directory: ZipDirectory
     prefix: bytes
-    #: getAllRecords(): every name with the prefix stripped, cut at a NUL byte
+    #: getAllRecords(): every name as a C string from a 512-byte buffer, prefix stripped
     names: list[bytes]
 
     def find(self, name: str) -> ZipMember | None:
@@ -82,28 +90,21 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
         return
     for trick in directory.tricks:
         container.trick(trick.message, ctx.prefix + "zip structure", trick.offset, "zip-confusion")
-    records = _records(container, directory)
+    records = torch_records(container, directory)
     consumed: set[int] = set()
     archive_format = _small_record(ctx, records.find("archive_format"))
     if archive_format is not None and archive_format.strip() == b"pt2":
         container.format = "pt2"
-    elif b"constants.pkl" in records.names:
-        container.format = "torchscript"
-        container.trick(
-            "a TorchScript archive: torch.load hands it to torch.jit.load, which compiles "
-            "and runs the TorchScript code in it",
-            ctx.prefix + "code/",
-            0,
-            "torchscript",
-        )
+        container.route(EXPORT_LOAD, None)
     else:
-        container.format = "torch-zip"
-    if container.format != "pt2":
-        _check_records(container, ctx, records)
+        check_version(container, ctx, records)
+        if not flag_torchscript(container, records, ctx.prefix):
+            container.format = "torch-zip"
+            _check_load_records(container, ctx, records)
     data = records.find("data.pkl")
     if data is not None:
         consumed.add(data.index)
-        decoded = _decode_member(container, ctx, data, role="data", loaded=True)
+        decoded = _decode_member(container, ctx, data, role="data", loaders=(TORCH_LOAD,))
         if decoded is not None:
             _mark_storages(container, ctx, records, decoded.result, consumed)
     elif container.format == "torch-zip":
@@ -116,15 +117,47 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
             _probe(container, ctx, member, payload=container.format == "pt2")
 
 
-def _records(container: Container, directory: ZipDirectory) -> TorchRecords:
-    first = directory.members[0].raw_name if directory.members else b""
+def flag_torchscript(container: Container, records: TorchRecords, where: str) -> bool:
+    """A TorchScript archive, as torch.load and torch.jit.load tell one: True when it is."""
+    forwarded = b"constants.pkl" in records.names  # torch.load's _is_torchscript_zip
+    found = records.find("constants.pkl") or records.find("model.json")  # jit.load's lookups
+    if found is None:
+        if forwarded:
+            container.reject(
+                "torch.load hands it to torch.jit.load, whose lookup finds no constants.pkl"
+            )
+        return False
+    container.format = "torchscript"
+    loaders = (TORCH_LOAD, JIT_LOAD) if forwarded else (JIT_LOAD,)
+    how = (
+        "torch.load hands it to torch.jit.load"
+        if forwarded
+        else f"torch.jit.load finds {found.name} (miniz ignores case), torch.load does not"
+    )
+    container.trick(
+        f"a TorchScript archive: {how}, which compiles the TorchScript code in it and runs "
+        "its __setstate__ methods while loading",
+        where + "code/",
+        0,
+        "torchscript",
+        loaders=loaders,
+    )
+    return True
+
+
+def torch_records(container: Container, directory: ZipDirectory) -> TorchRecords:
+    """PyTorchStreamReader's view; rejects (on ``container``) what its constructor refuses."""
+    if not directory.members:
+        container.reject("the archive holds no files (torch's reader refuses it)")
+        return TorchRecords(directory, b"\0", [])
+    first = directory.members[0].raw_name
     if b"/" not in first:
         container.reject(f"the first member {first!r} is not in a folder (torch.load refuses it)")
         return TorchRecords(directory, b"\0", [])
     prefix = first.split(b"/", 1)[0] + b"/"
     names: list[bytes] = []
     for member in directory.members:
-        c_name = member.raw_name.split(b"\0", 1)[0]
+        c_name = member.raw_name[: _NAME_BUFFER - 1].split(b"\0", 1)[0]
         if not c_name.startswith(prefix):
             container.reject(
                 f"member {member.name!r} is outside the folder {prefix.decode(errors='replace')} "
@@ -137,25 +170,30 @@ def _records(container: Container, directory: ZipDirectory) -> TorchRecords:
 
 def _small_record(ctx: ZipContext, member: ZipMember | None) -> bytes | None:
     """The bytes of a small text record, or None when miniz could not extract it."""
-    if member is None or ZipDirectory([]).check_extractable(member) or member.size > 4096:
+    if member is None or ZipDirectory.check_extractable(member) or member.size > _SMALL:
         return None
     try:
-        stream = MemberStream(ctx.raw, member, 4096)
+        stream = MemberStream(ctx.raw, member, _SMALL)
         data = stream.read()
     except (ZipError, BudgetExceeded):
         return None
     return None if stream.extraction_error() else data
 
 
-def _check_records(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
+def check_version(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
+    """The reader's constructor: ``.data/version`` or ``version``, ``std::stoull``, 1 to 10."""
     version_member = records.find(".data/version") or records.find("version")
     if version_member is None:
-        container.reject("the archive has no version record (torch.load refuses it)")
-    else:
-        version = _small_record(ctx, version_member)
-        number = _stoull(version or b"")
-        if number is None or not _MIN_VERSION <= number <= _MAX_VERSION:
-            container.reject(f"version record {version!r}: torch.load reads versions 1 to 10")
+        container.reject("the archive has no version record (torch's reader refuses it)")
+        return
+    version = _small_record(ctx, version_member)
+    number = _stoull(version or b"")
+    if number is None or not _MIN_VERSION <= number <= _MAX_VERSION:
+        container.reject(f"version record {version!r}: torch's reader takes versions 1 to 10")
+
+
+def _check_load_records(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
+    """``torch.serialization._load``: the byte order and storage alignment records."""
     if records.find("byteorder") is not None:
         value = _small_record(ctx, records.find("byteorder"))
         if value not in (b"little", b"big"):
@@ -188,12 +226,13 @@ def _decode_member(
     ctx: ZipContext,
     member: ZipMember,
     role: str,
-    loaded: bool,
+    loaders: tuple[str, ...],
     weak: bool = False,
 ) -> PickleMember | None:
     """Decode ``member`` as a pickle. ``weak``: it may be plain data, and then None comes back
     (it holds a pickle only if it decodes to STOP, or imports or calls something first)."""
-    refusal = ZipDirectory([]).check_extractable(member)
+    loaded = TORCH_LOAD in loaders or EXPORT_LOAD in loaders
+    refusal = ZipDirectory.check_extractable(member)
     if refusal is not None and loaded:
         container.reject(f"torch.load cannot extract it: {refusal}")
     try:
@@ -201,7 +240,7 @@ def _decode_member(
     except BudgetExceeded as exc:
         result = PickleResult(None, 0, [], [], [], [], 0, 0, 0)
         result.stop = Stop(f"too large to vet: {exc}", 0, "budget")
-        found = PickleMember(ctx.prefix + member.name, role, loaded, result)
+        found = PickleMember(ctx.prefix + member.name, role, loaders, result)
         container.pickles.append(found)
         return found
     except ZipError as exc:
@@ -230,7 +269,7 @@ def _decode_member(
                 "bad-checksum",
                 severity="warning",
             )
-    found = PickleMember(ctx.prefix + member.name, role, loaded, result)
+    found = PickleMember(ctx.prefix + member.name, role, loaders, result)
     container.pickles.append(found)
     return found
 
@@ -271,7 +310,7 @@ def _mark_storages(
         if ctx.probe_storages and _starts_like_pickle(ctx, member):
             # torch reads a storage as raw bytes; one that is also a pickle is a payload
             # for whatever else might unpickle it.
-            _decode_member(container, ctx, member, role="extra", loaded=False, weak=True)
+            _decode_member(container, ctx, member, role="extra", loaders=(), weak=True)
 
 
 def _starts_like_pickle(ctx: ZipContext, member: ZipMember) -> bool:
@@ -307,7 +346,8 @@ def _probe(container: Container, ctx: ZipContext, member: ZipMember, payload: bo
         )
         return
     role = "payload" if payload else "extra"
-    _decode_member(container, ctx, member, role=role, loaded=payload, weak=True)
+    loaders = (EXPORT_LOAD,) if payload else ()
+    _decode_member(container, ctx, member, role=role, loaders=loaders, weak=True)
 
 
 def _nested(container: Container, ctx: ZipContext, member: ZipMember) -> None:
@@ -340,7 +380,7 @@ def _read_pt2_configs(container: Container, ctx: ZipContext, records: TorchRecor
         member = records.find(name.decode("utf-8", "replace"))
         if member is None or not (name.startswith(b"data/") and name.endswith(b"_config.json")):
             continue
-        if records.directory.check_extractable(member) or member.size > ctx.budgets.max_bytes:
+        if ZipDirectory.check_extractable(member) or member.size > ctx.budgets.max_bytes:
             continue
         try:
             config = json.loads(MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read())

@@ -47,7 +47,10 @@ from torchwise.ckpt.picklevm.values import (
     is_plain,
 )
 
-__all__ = ["Machine", "PickleStop", "run_pickle"]
+__all__ = ["BuildHook", "Machine", "PickleStop", "run_pickle"]
+
+#: called after BUILD with the machine and the object built (a loader's unpickler subclass)
+BuildHook = Callable[["Machine", Any], None]
 
 #: types whose zero-argument call is an empty mapping that SETITEMS then fills
 _DICT_TYPES = frozenset({"collections.OrderedDict", "builtins.dict", "collections.Counter"})
@@ -64,8 +67,11 @@ class Machine:
         *,
         encoding: str = "utf-8",
         module_mapping: dict[str, str] | None = None,
+        on_build: BuildHook | None = None,
     ) -> None:
         self.src = source
+        #: a loader's own BUILD step (joblib reads array data that follows it)
+        self.on_build = on_build
         self.meter = meter
         self.budgets = meter.budgets
         self.encoding = encoding
@@ -302,6 +308,7 @@ def run_pickle(
     rewind: bool = False,
     encoding: str = "utf-8",
     module_mapping: dict[str, str] | None = None,
+    on_build: BuildHook | None = None,
 ) -> PickleResult:
     """Rebuild one pickle from ``stream`` (at offset ``start``, default its tell()).
 
@@ -313,7 +320,9 @@ def run_pickle(
         stream.seek(begin)
     meter = meter or Meter(DEFAULT_BUDGETS)
     source = Source(stream, begin, meter.budgets.max_bytes, size, seekable)
-    machine = Machine(source, meter, encoding=encoding, module_mapping=module_mapping)
+    machine = Machine(
+        source, meter, encoding=encoding, module_mapping=module_mapping, on_build=on_build
+    )
     result = machine.run()
     if rewind and result.complete:
         source.rewind()

@@ -121,6 +121,8 @@ def load_build(m: Machine) -> None:
         m.anomaly(f"BUILD on {describe(target)}")
     elif state is not None:
         m.soft_stop(f"BUILD on a {type(target).__name__} (the unpickler raises)")
+    if m.on_build is not None:
+        m.on_build(m, target)
 
 
 @opcode(b"P", "PERSID")

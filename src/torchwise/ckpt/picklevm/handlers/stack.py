@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 @opcode(b"(", "MARK")
 def load_mark(m: Machine) -> None:
-    if len(m.metastack) >= m.budgets.max_depth:
+    # weights_only and the C unpickler nest as deep as memory allows: no limit of its own
+    # by default (nesting costs opcodes, and their budget, like everything else)
+    if m.budgets.max_depth and len(m.metastack) >= m.budgets.max_depth:
         raise BudgetExceeded("the MARK nesting", m.budgets.max_depth)
     m.metastack.append(m.stack)
     m.stack = []
