@@ -136,3 +136,23 @@ def test_budget_flags_on_the_cli(tmp_path: Path) -> None:
     assert capped.exit_code == 1
     [entry] = json.loads(capped.output)["files"]
     assert entry["findings"][0]["rule"] == "too-large-to-vet"
+
+
+def _nested_fan_out(levels: int, fan: int) -> bytes:
+    """An archive whose ``fan`` entries all point at one stored inner archive, ``levels`` deep:
+    fan**levels paths through a file of a few hundred KB."""
+    inner = build_zip(torch_entries(b"\x80\x02N."))
+    for _ in range(levels):
+        inner = build_zip([Entry(b"a/x.pt", inner)], order=[0] * fan)
+    return inner
+
+
+def test_a_fanned_out_nested_archive_costs_every_entry_it_visits(tmp_path: Path) -> None:
+    """Entries that point at the same nested archive count every time: 300**3 paths end at the
+    budget, within the test's seconds, not after minutes of work."""
+    path = tmp_path / "fan.pt"
+    path.write_bytes(_nested_fan_out(3, 300))
+    assert path.stat().st_size < 64 << 10
+    result = scan_file(path, budgets=Budgets(max_opcodes=20_000))
+    assert result.verdict == "unsafe"
+    assert _too_large(result), result.findings

@@ -65,6 +65,8 @@ class Judgement:
 def judge_container(container: Container, out: Judgement, allowed: frozenset[str]) -> None:
     for trick in container.tricks:
         out.findings.append(_trick_finding(trick))
+    for kind, count in container.unlisted.items():
+        out.note(f"{count:,} more findings of the kind {kind} are not listed")
     for member in container.pickles:
         out.members.append(member.name)
         judge_pickle(member, out, allowed)

@@ -22,6 +22,9 @@ from torchwise.ckpt.loaders.names import EXPORT_LOAD, TORCH_LOAD
 from torchwise.ckpt.picklevm.source import ByteStream
 from torchwise.ckpt.picklevm.values import PickleResult
 
+#: tricks of one kind listed per container (a crafted archive can repeat one a million times)
+_TRICKS_PER_KIND = 20
+
 
 class TrackedFile(io.RawIOBase):
     """An unbuffered file that records every byte range it reads."""
@@ -160,6 +163,8 @@ class Container:
     read_ranges: list[tuple[int, int]] = field(default_factory=list)
     #: loader -> None when it reads the file, else why it refuses or fails
     routes: dict[str, str | None] = field(default_factory=dict)
+    #: tricks of one kind past the first few, counted but not listed
+    unlisted: dict[str, int] = field(default_factory=dict)
 
     @property
     def data(self) -> PickleMember | None:
@@ -184,6 +189,9 @@ class Container:
         severity: str = "unsafe",
         loaders: tuple[str, ...] = (),
     ) -> None:
+        if sum(t.kind == kind for t in self.tricks[-_TRICKS_PER_KIND:]) >= _TRICKS_PER_KIND:
+            self.unlisted[kind] = self.unlisted.get(kind, 0) + 1  # a flood of one kind
+            return
         self.tricks.append(Trick(message, where, offset, kind, severity, loaders))
 
     def route(self, loader: str, failure: str | None) -> None:

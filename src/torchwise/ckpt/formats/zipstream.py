@@ -16,7 +16,7 @@ import struct
 import zlib
 from typing import Any
 
-from torchwise.ckpt.budgets import BudgetExceeded
+from torchwise.ckpt.budgets import BudgetExceeded, Meter
 from torchwise.ckpt.formats.zipdir import ZipError, ZipMember
 from torchwise.ckpt.picklevm.source import ByteStream
 
@@ -85,7 +85,9 @@ class MemberStream:
     checksum of what was read, which miniz (as torch builds it) never checks.
     """
 
-    def __init__(self, raw: ByteStream, member: ZipMember, max_bytes: int) -> None:
+    def __init__(
+        self, raw: ByteStream, member: ZipMember, max_bytes: int, meter: Meter | None = None
+    ) -> None:
         if member.data_offset < 0:
             raise ZipError(f"{member.name}: its local header is missing or broken")
         if member.method not in (0, 8, 12, 14):
@@ -103,6 +105,8 @@ class MemberStream:
         self.inflater = _Inflater(member.method) if member.method else None
         self.error: str | None = None
         self.crc = 0
+        #: the file's work budget: every byte produced counts, each time the member is read
+        self.meter = meter
 
     def tell(self) -> int:
         return self.produced
@@ -123,6 +127,8 @@ class MemberStream:
             out += piece
         self.produced += len(out)
         self.crc = zlib.crc32(out, self.crc)
+        if self.meter is not None:
+            self.meter.charge_bytes(len(out), self.member.header_offset)
         return bytes(out)
 
     def _raw_chunk(self, n: int) -> bytes:

@@ -23,7 +23,14 @@ from torchwise.ckpt.budgets import DEFAULT_BUDGETS, BudgetExceeded, Budgets, Met
 from torchwise.ckpt.formats.container import Container, TrackedFile
 from torchwise.ckpt.loaders.jit_load import read_jit_route
 from torchwise.ckpt.loaders.joblib_load import read_joblib_route
-from torchwise.ckpt.loaders.names import PICKLE_LOAD, SAFETENSORS, TORCH_LOAD
+from torchwise.ckpt.loaders.names import (
+    JIT_LOAD,
+    JOBLIB_LOAD,
+    NUMPY_LOAD,
+    PICKLE_LOAD,
+    SAFETENSORS,
+    TORCH_LOAD,
+)
 from torchwise.ckpt.loaders.numpy_load import read_numpy_route
 from torchwise.ckpt.loaders.safetensors_load import looks_like_safetensors, read_safetensors
 from torchwise.ckpt.loaders.sharded import read_sharded
@@ -59,7 +66,11 @@ def read_container(
             container.route(TORCH_LOAD, "the file is empty")
             return container
         head = raw.read(16) or b""
-        read_torch_route(container, raw, size, head, meter, probe_storages)
+        _follow(
+            TORCH_LOAD,
+            lambda c, r, s, h, m: read_torch_route(c, r, s, h, m, probe_storages),
+            container, raw, size, head, meter,
+        )  # fmt: skip
         first = next((p for p in container.pickles if p.name.startswith("pickle #1 ")), None)
         stop = first.result.stop if first is not None else None
         if first is None:
@@ -72,9 +83,9 @@ def read_container(
             container.failure = container.routes[SAFETENSORS]
         if every_loader:
             routes: tuple[tuple[str, Route], ...] = (
-                ("torch.jit.load", lambda c, r, s, h, m: read_jit_route(c, r, s, m)),
-                ("numpy.load", read_numpy_route),
-                ("joblib.load", read_joblib_route),
+                (JIT_LOAD, lambda c, r, s, h, m: read_jit_route(c, r, s, m)),
+                (NUMPY_LOAD, read_numpy_route),
+                (JOBLIB_LOAD, read_joblib_route),
             )
             for name, route in routes:
                 _follow(name, route, container, raw, size, head, meter)
@@ -99,3 +110,4 @@ def _follow(
         container.trick(
             f"too large to vet on {name}'s route: {exc}", name, max(exc.offset, 0), "too-large"
         )
+        container.route(name, None)  # it would go on reading what the scan did not

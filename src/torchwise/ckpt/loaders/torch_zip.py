@@ -22,9 +22,10 @@ at is decoded as a pickle or opened as a nested archive, whatever its name.
 
 from __future__ import annotations
 
-import io
 import json
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from typing import cast
 
 from torchwise.ckpt.budgets import BudgetExceeded, Budgets, Meter
 from torchwise.ckpt.formats.container import Container, PickleMember, WindowFile
@@ -46,6 +47,8 @@ MAX_NESTING = 4
 _NAME_BUFFER = 512
 #: the largest text record (version, byteorder) read; a real one is a few bytes
 _SMALL = 1 << 16
+#: a compressed nested archive stays in memory up to this size, then spills to disk
+_SPOOL = 16 << 20
 _MIN_VERSION, _MAX_VERSION = 1, 10
 _TORCH_MODULE_MAPPING = {"torch.tensor": "torch._tensor"}
 _PROTO_HEADS = {bytes([0x80, p]) for p in range(6)}
@@ -60,6 +63,11 @@ class ZipContext:
     probe_storages: bool
     depth: int = 0
     prefix: str = ""  # "outer.pt!" for a nested archive's members
+    #: where ``raw`` sits in the file ("" for the file itself, "+<offset>" chains for stored
+    #: nested archives, None when it was inflated): identifies the same bytes on a revisit
+    base: str | None = ""
+    #: nested archive (its bytes) -> the work reading it cost; shared by every level
+    visited: dict[tuple[str, int, int, int], int] = field(default_factory=dict)
 
     @property
     def budgets(self) -> Budgets:
@@ -88,6 +96,7 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
     except ZipError as exc:
         container.reject(f"torch.load cannot open the zip archive: {exc}")
         return
+    ctx.meter.charge_opcodes(len(directory.members), directory.eocd_offset)  # each entry costs
     for trick in directory.tricks:
         container.trick(trick.message, ctx.prefix + "zip structure", trick.offset, "zip-confusion")
     records = torch_records(container, directory)
@@ -173,7 +182,7 @@ def _small_record(ctx: ZipContext, member: ZipMember | None) -> bytes | None:
     if member is None or ZipDirectory.check_extractable(member) or member.size > _SMALL:
         return None
     try:
-        stream = MemberStream(ctx.raw, member, _SMALL)
+        stream = MemberStream(ctx.raw, member, _SMALL, ctx.meter)
         data = stream.read()
     except (ZipError, BudgetExceeded):
         return None
@@ -236,7 +245,7 @@ def _decode_member(
     if refusal is not None and loaded:
         container.reject(f"torch.load cannot extract it: {refusal}")
     try:
-        stream = MemberStream(ctx.raw, member, ctx.budgets.max_bytes)
+        stream = MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter)
     except BudgetExceeded as exc:
         result = PickleResult(None, 0, [], [], [], [], 0, 0, 0)
         result.stop = Stop(f"too large to vet: {exc}", 0, "budget")
@@ -317,7 +326,7 @@ def _starts_like_pickle(ctx: ZipContext, member: ZipMember) -> bool:
     if member.size < 2 or member.data_offset < 0:
         return False
     try:
-        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read(2)
+        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter).read(2)
     except (ZipError, BudgetExceeded):
         return False
     return head in _PROTO_HEADS
@@ -327,8 +336,10 @@ def _probe(container: Container, ctx: ZipContext, member: ZipMember, payload: bo
     """Any other member: a nested archive, a pickle, or data."""
     if member.is_directory or member.size == 0 or member.data_offset < 0:
         return
+    # every entry visited costs, each time: entries pointing at one nested archive fan out
+    ctx.meter.charge_opcodes(1, member.header_offset)
     try:
-        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read(4)
+        head = MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter).read(4)
     except BudgetExceeded as exc:
         container.trick(f"member too large to vet: {exc}", ctx.prefix + member.name, 0, "too-large")
         return
@@ -357,18 +368,33 @@ def _nested(container: Container, ctx: ZipContext, member: ZipMember) -> None:
             f"archives nested more than {MAX_NESTING} deep: too deep to vet", where, 0, "too-large"
         )
         return
-    inner: ByteStream
-    if member.method == 0:
-        inner = WindowFile(ctx.raw, member.data_offset, member.size)
-    else:
-        try:
-            inner = io.BytesIO(MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read())
-        except BudgetExceeded as exc:
-            container.trick(f"nested archive too large to vet: {exc}", where, 0, "too-large")
-            return
-    child = Container(container.path, "zip", file_size=member.size)
-    sub = ZipContext(inner, member.size, ctx.meter, ctx.probe_storages, ctx.depth + 1, where + "!")
-    read_torch_zip(child, sub)
+    key = (
+        (ctx.base, member.data_offset, member.size, member.method) if ctx.base is not None else None
+    )
+    if key is not None and key in ctx.visited:
+        # the same bytes again (entries that share their data fan out): it costs what it cost,
+        # every time, without reading it again
+        ctx.meter.charge_opcodes(ctx.visited[key], member.header_offset)
+        return
+    before = ctx.meter.opcodes
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as spool:
+        inner: ByteStream
+        if member.method == 0:
+            inner = WindowFile(ctx.raw, member.data_offset, member.size)
+        else:
+            # a compressed inner archive is read at random offsets: inflate it once, to disk
+            # past a few MiB, within the file's byte budget
+            stream = MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter)
+            while chunk := stream.read(1 << 20):
+                spool.write(chunk)
+            inner = cast(ByteStream, spool)
+        child = Container(container.path, "zip", file_size=member.size)
+        base = f"{ctx.base}+{member.data_offset}" if member.method == 0 and key else None
+        sub = ZipContext(inner, member.size, ctx.meter, ctx.probe_storages, ctx.depth + 1,
+                         where + "!", base, ctx.visited)  # fmt: skip
+        read_torch_zip(child, sub)
+    if key is not None:
+        ctx.visited[key] = max(1, ctx.meter.opcodes - before)
     container.notes.append(f"nested archive {where} ({child.format})")
     container.pickles += child.pickles
     container.tricks += child.tricks
@@ -383,7 +409,9 @@ def _read_pt2_configs(container: Container, ctx: ZipContext, records: TorchRecor
         if ZipDirectory.check_extractable(member) or member.size > ctx.budgets.max_bytes:
             continue
         try:
-            config = json.loads(MemberStream(ctx.raw, member, ctx.budgets.max_bytes).read())
+            config = json.loads(
+                MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter).read()
+            )
         except (ValueError, ZipError, BudgetExceeded):
             container.notes.append(f"{member.name} is not valid JSON")
             continue
