@@ -15,7 +15,7 @@ from typing import Any
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
 from torchwise.ckpt.formats.container import Container
 from torchwise.ckpt.loaders.routes import read_container
-from torchwise.ckpt.loaders.torch_load import corrupt
+from torchwise.ckpt.loaders.torch_load import corrupt, readable
 from torchwise.ckpt.picklevm.values import Call, Global, PDict, PersistentRef, PSet, Unhashable
 from torchwise.ckpt.tensors import (
     SAFETENSORS_DTYPES,
@@ -84,7 +84,8 @@ class InspectResult:
 
 def inspect(path: str | Path, budgets: Budgets = DEFAULT_BUDGETS) -> InspectResult:
     """Describe the checkpoint at ``path`` without importing torch or running its pickle."""
-    container = read_container(Path(path), budgets)
+    with readable(Path(path)):
+        container = read_container(Path(path), budgets)
     walker = _Walker()
     shards = container.children or [container]
     for index, shard in enumerate(shards):

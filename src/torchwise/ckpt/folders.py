@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchwise.ckpt.formats.compressed import detect
+from torchwise.ckpt.loaders.torch_load import readable
 from torchwise.errors import TorchwiseError
 
 #: suffixes always scanned in a folder (a file with one of them no loader reads is an error)
@@ -66,13 +67,13 @@ def expand(targets: Sequence[str | Path]) -> Targets:
     for target in map(Path, targets):
         if not target.exists():
             raise TorchwiseError(f"{target}: no such file or directory")
-        if target.is_dir():
-            _folder(target, out)
-        elif target.name.endswith(".index.json"):
-            view = _index(target, out)
-            out.indexes.append(view)
-        else:
-            out.add(target)
+        with readable(target):
+            if target.is_dir():
+                _folder(target, out)
+            elif target.name.endswith(".index.json"):
+                out.indexes.append(_index(target, out))
+            else:
+                out.add(target)
     if not out.files and not out.indexes:
         raise TorchwiseError(
             f"{', '.join(map(str, targets))}: no checkpoint files "

@@ -33,13 +33,19 @@ _RULE_IDS = {name: rule_id for rule_id, (name, _, _) in SARIF_RULES.items()}
 
 
 def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
+    """The human report. ``max_rows`` None (``--all``) lists every tensor, optimizer state
+    included; otherwise optimizer state is summarised per optimizer (as torchinfo users
+    expect a summary) and the table stops after ``max_rows`` rows."""
     lines = [
         f"{result.path}: {result.format}, {result.kind}",
         f"{nbytes(result.bytes_read)} read from {nbytes(result.file_size)} "
         "(pickles, zip directory and headers only; nothing was executed)",
         "",
     ]
-    rows = result.tensors if max_rows is None else result.tensors[:max_rows]
+    listed = result.tensors
+    if max_rows is not None:
+        listed = [t for t in result.tensors if t.role != "optimizer"]
+    rows = listed if max_rows is None else listed[:max_rows]
     if rows:
         width = min(60, max(len(t.key) for t in rows))
         lines.append(f"{'key':<{width}}  {'dtype':<9} {'shape':<18} {'role':<9} notes")
@@ -59,8 +65,8 @@ def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
             lines.append(
                 f"{t.key:<{width}}  {t.dtype:<9} {shape:<18} {t.role:<9} {'; '.join(notes)}"
             )
-        if len(rows) < len(result.tensors):
-            lines.append(f"... {len(result.tensors) - len(rows)} more (--all lists every tensor)")
+        if len(rows) < len(listed):
+            lines.append(f"... {len(listed) - len(rows)} more (--all lists every tensor)")
         lines.append("")
     lines.append(
         f"tensors {len(result.tensors)} · parameters {result.parameters:,} · "
@@ -80,11 +86,28 @@ def inspect_text(result: InspectResult, max_rows: int | None = None) -> str:
             f"optimizer {opt.key}: state for {opt.params_with_state} parameters "
             f"({', '.join(opt.state_names) or 'none'}); param groups: {groups or 'none'}"
         )
+        if max_rows is not None:
+            lines.append(_optimizer_summary(result, opt.key))
     outline = _outline(result.structure)
     if outline:
         lines += ["", "structure:", *outline]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _optimizer_summary(result: InspectResult, key: str) -> str:
+    prefix = "" if key == "<root>" else f"{key}."
+    state = [t for t in result.tensors if t.role == "optimizer" and t.key.startswith(prefix)]
+    by_name: dict[str, int] = {}
+    for t in state:
+        name = t.key.rsplit(".", 1)[-1]
+        by_name[name] = by_name.get(name, 0) + t.numel
+    parts = ", ".join(f"{name} {numel:,}" for name, numel in sorted(by_name.items()))
+    return (
+        f"  {len(state)} state tensors, {sum(by_name.values()):,} elements"
+        + (f" ({parts})" if parts else "")
+        + " (--all lists each)"
+    )
 
 
 def _outline(node: Any, indent: str = "  ", depth: int = 0) -> list[str]:

@@ -24,6 +24,7 @@ from torchwise.ckpt.conversion.restricted import restricted_pickle_module
 from torchwise.ckpt.formats.container import Container
 from torchwise.ckpt.formats.zipdir import read_directory
 from torchwise.ckpt.loaders.routes import read_container
+from torchwise.ckpt.loaders.torch_load import readable
 from torchwise.errors import TorchwiseError
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ _NAMES_TO_DTYPE = {v: k for k, v in SAFETENSORS_NAMES.items()}
 
 
 def load_for_conversion(source: Path, extra: list[Any], budgets: Budgets, split: bool) -> Loaded:
-    container = read_container(source, budgets)
+    with readable(source):
+        container = read_container(source, budgets)
     parts = container.children or [container]
     if container.format == "torchscript":
         raise TorchwiseError(

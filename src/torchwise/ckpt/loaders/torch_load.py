@@ -19,6 +19,8 @@ carry both loaders. A tar file is also decoded from byte 0, as
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from torchwise.ckpt.budgets import Meter
@@ -34,6 +36,16 @@ from torchwise.errors import TorchwiseError
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 _LEGACY_ROLES = ("legacy magic number", "legacy protocol", "legacy sys_info", "data", "keys")
+
+
+@contextlib.contextmanager
+def readable(path: Path) -> Iterator[None]:
+    """Any OSError reading ``path`` becomes one line: ``cannot read PATH: reason``."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise TorchwiseError(f"cannot read {path}: {reason}") from None
 
 
 def corrupt(path: Path, what: str) -> TorchwiseError:
