@@ -201,7 +201,8 @@ def convert_text(result: ConvertResult) -> str:
     lines = [f"wrote {', '.join(result.outputs)}"]
     lines.append(
         f"{result.tensors} tensors written, {result.verified} read back identical "
-        f"(dtype, shape, every byte); {nbytes(result.bytes_written)}"
+        f"(dtype, shape, every byte), and the structure around them read back equal "
+        f"(types, values, attributes, shared objects); {nbytes(result.bytes_written)}"
         + ("; tensors streamed one at a time" if result.streamed else "")
     )
     if result.aliases:

@@ -153,27 +153,26 @@ def _torch_reason(exc: Exception) -> str:
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor under ``value``, each once (an explicit stack: any depth, any sharing)."""
     import torch
 
     found: list[torch.Tensor] = []
     seen: set[int] = set()
-
-    def walk(obj: Any) -> None:
+    stack = [value]
+    while stack:
+        obj = stack.pop()
         if id(obj) in seen:
-            return
+            continue
         seen.add(id(obj))
         if isinstance(obj, torch.Tensor):
             found.append(obj)
+            stack.extend(vars(obj).values())
         elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
+            stack.extend(obj.values())
         elif isinstance(obj, (list, tuple, set, frozenset)):
-            for v in obj:
-                walk(v)
+            stack.extend(obj)
         elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-            walk(vars(obj))
-
-    walk(value)
+            stack.extend(vars(obj).values())
     return found
 
 
@@ -187,6 +186,8 @@ def _attach_sources(path: Path, tensors: list[torch.Tensor]) -> bool:
             return False
         storage = tensor.untyped_storage()
         offset = getattr(storage, "_checkpoint_offset", None)
+        if offset is None and not storage.nbytes():
+            continue  # saved without data (a meta tensor): nothing to stream
         member = stored.get(offset) if isinstance(offset, int) else None
         if member is None or member.size < storage.nbytes():
             return False
