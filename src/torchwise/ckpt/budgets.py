@@ -3,9 +3,12 @@
 A zip member can inflate 1000:1, a pickle can be 200 million MARK opcodes, and
 the memo can be asked to hold a billion entries. Every limit has a default that
 no real checkpoint comes near (a state dict costs about 30 opcodes a tensor, so
-2 million opcodes is some 60,000 tensors with their optimizer state) and a CLI
-flag. Exceeding one is not an error: it ends the file with the verdict **unsafe: too large to vet**,
-because torch would go on unpickling what we could not look at.
+5 million opcodes is some 150,000 tensors with their optimizer state, or a list
+nested a million deep) and a CLI flag. ``weights_only`` itself has no limit but
+memory (a million nested levels load), so nothing is refused for its shape alone:
+nesting costs opcodes like everything else. Exceeding a limit is not an error: it
+ends the file with the verdict **unsafe: too large to vet**, because the loader
+would go on unpickling what the scan could not look at.
 
 The limits that decide a verdict are deterministic counts (bytes, opcodes, memo
 entries, nesting); wall time is a last safety net only, so a verdict never
@@ -24,9 +27,10 @@ MIB = 1 << 20
 class Budgets:
     #: decompressed bytes of one pickle stream (skipped byte strings included)
     max_bytes: int = 1024 * MIB
-    #: opcodes decoded in one file, over all its pickles (each can create an object the
-    #: scan holds: 2 million keeps a bomb of empty dicts near 200 MB)
-    max_opcodes: int = 2_000_000
+    #: opcodes decoded in one file, over all its pickles and routes (each can create an object
+    #: the scan holds: 5 million keeps a bomb of empty dicts near 500 MB), plus one per archive
+    #: entry visited
+    max_opcodes: int = 5_000_000
     #: memo entries of one pickle
     max_memo: int = 1_000_000
     #: open MARKs at once, 0 for no limit: weights_only itself nests as deep as memory allows

@@ -87,17 +87,20 @@ def judge_pickle(member: PickleMember, out: Judgement, allowed: frozenset[str]) 
     loaders = list(member.loaders)
     callers = caller_index(pickle.calls)
     per_global: dict[str, int] = {}
+    counts = out.globals
     for glob in pickle.globals:
         name = glob.qualname
-        out.globals[name] = out.globals.get(name, 0) + 1
+        seen = counts.get(name, 0)
+        counts[name] = seen + 1
+        if per_global.get(name, 0) >= MAX_PER_GLOBAL:
+            continue  # a bomb repeats one global: its first findings say it all
         verdict = classify(name)
         if verdict.note:
             out.note(verdict.note)
         if verdict.verdict is Verdict.SAFE or name in allowed:
+            per_global[name] = MAX_PER_GLOBAL if seen > 64 else 0  # safe: stop re-classifying
             continue
         per_global[name] = per_global.get(name, 0) + 1
-        if per_global[name] > MAX_PER_GLOBAL:
-            continue
         severity, rule = _SEVERITY_RULE[verdict.verdict]
         call = callers.get(id(glob))
         out.findings.append(

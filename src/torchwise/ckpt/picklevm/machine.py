@@ -57,6 +57,8 @@ _DICT_TYPES = frozenset({"collections.OrderedDict", "builtins.dict", "collection
 _UNSIGNED = {1: struct.Struct("<B"), 2: struct.Struct("<H"), 4: struct.Struct("<I"),
              8: struct.Struct("<Q")}  # fmt: skip
 _INT4 = struct.Struct("<i")
+#: entries kept in each per-pickle cache of names
+_CACHE = 4096
 
 
 class Machine:
@@ -83,6 +85,9 @@ class Machine:
         self.at = source.offset
         self.frame_end = -1
         self.result = PickleResult(None, 0, [], [], [], [], source.offset, source.offset, 0)
+        #: name lines and fixed names seen before (a bomb repeats one global a million times)
+        self._names: dict[bytes, str] = {}
+        self._fixed: dict[tuple[str, str, bool], tuple[str, str]] = {}
 
     # --- the loop -----------------------------------------------------------------
     def run(self) -> PickleResult:
@@ -185,6 +190,18 @@ class Machine:
             return raw.decode("latin-1")
 
     def make_global(self, module: str, name: str, opcode_name: str) -> Global:
+        key = (module, name, self.proto < 3)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            fixed = self._fix(module, name)
+            if len(self._fixed) < _CACHE:
+                self._fixed[key] = fixed
+        glob = Global(module, name, self.at, opcode_name, fixed[0], fixed[1])
+        self.result.globals.append(glob)
+        return glob
+
+    def _fix(self, module: str, name: str) -> tuple[str, str]:
+        """The name find_class imports: torch's module mapping, then Python 2's names."""
         fixed_module = self.module_mapping.get(module, module)
         fixed_name = name
         if self.proto < 3:  # Unpickler(fix_imports=True) for Python 2 pickles
@@ -192,9 +209,22 @@ class Machine:
                 fixed_module, fixed_name = _compat_pickle.NAME_MAPPING[(fixed_module, name)]
             else:
                 fixed_module = _compat_pickle.IMPORT_MAPPING.get(fixed_module, fixed_module)
-        glob = Global(module, name, self.at, opcode_name, fixed_module, fixed_name)
-        self.result.globals.append(glob)
-        return glob
+        return fixed_module, fixed_name
+
+    def name_line(self) -> str:
+        """A GLOBAL module or attribute line: UTF-8 without its newline (a ``\\r`` stays)."""
+        line = self.src.line()
+        cached = self._names.get(line)
+        if cached is None:
+            if len(line) < 2:
+                raise PickleStop("pickle data was truncated (a GLOBAL/INST name)")
+            try:
+                cached = line[:-1].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PickleStop(str(exc)) from None
+            if len(self._names) < _CACHE:
+                self._names[line] = cached
+        return cached
 
     def call(self, func: Any, args: Any, opcode_name: str, kwargs: Any = None) -> Any:
         if not isinstance(func, Global):

@@ -23,8 +23,8 @@ _INT4 = struct.Struct("<i")
 
 @opcode(b"c", "GLOBAL")
 def load_global(m: Machine) -> None:
-    module = m.line_arg(_utf8_name)
-    name = m.line_arg(_utf8_name)
+    module = m.name_line()
+    name = m.name_line()
     m.stack.append(m.make_global(module, name, "GLOBAL"))
 
 
