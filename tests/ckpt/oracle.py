@@ -1,6 +1,8 @@
 """The oracle: load each file under every loader, in child processes, and see what runs.
 
-Each case's payload only creates a marker file in a temporary directory. A child
+Each case's payload only creates a marker file in one directory (the folder of the
+``marker`` passed in; any file appearing there counts, so several cases can name
+their own markers). A child
 process loads every file with every loader in turn (torch.load with and without
 ``weights_only``, torch.jit.load, numpy.load(allow_pickle=True) reading every
 .npz member, joblib.load, pickle.load in a loop) and reports, per loader,
@@ -66,13 +68,20 @@ LOAD = {
     "joblib.load": (lambda p: joblib.load(p)) if joblib else None,
     "pickle.load": pickle_loop,
 }
-marker = sys.argv[1]
+markers = sys.argv[1]
+
+def ran():
+    return bool(os.listdir(markers))
+
+def clear():
+    for name in os.listdir(markers):
+        os.remove(os.path.join(markers, name))
+
 for line in sys.stdin:
     path, loaders = json.loads(line)
     for loader in loaders:
         print(json.dumps(["start", path, loader]), flush=True)
-        if os.path.exists(marker):
-            os.remove(marker)
+        clear()
         load = LOAD[loader]
         if load is None:
             outcome = "skipped: joblib is not installed"
@@ -83,7 +92,7 @@ for line in sys.stdin:
             except BaseException as exc:
                 text = str(exc).strip().splitlines()
                 outcome = f"{type(exc).__name__}: {text[0][:160] if text else ''}"
-        print(json.dumps([path, loader, os.path.exists(marker), outcome]), flush=True)
+        print(json.dumps([path, loader, ran(), outcome]), flush=True)
 """
 
 
@@ -129,7 +138,7 @@ def _run_child(
     """Run one child over ``todo`` (in order); return how many entries it settled."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(marker)],
+        [sys.executable, "-c", _CHILD, str(marker.parent)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -169,7 +178,7 @@ def _run_child(
                 state = f"the process died (exit {proc.returncode})"
             stuck = current or todo[settled]  # died before it started one: blame the next
             name = by_path[stuck[0]]
-            outcomes[name].ran[stuck[1]] = marker.exists()
+            outcomes[name].ran[stuck[1]] = any(marker.parent.iterdir())
             outcomes[name].result[stuck[1]] = state
             return settled + 1
         entry = json.loads(line)
