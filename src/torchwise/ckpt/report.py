@@ -132,6 +132,8 @@ def _outline(node: Any, indent: str = "  ", depth: int = 0) -> list[str]:
 
 
 _VERDICT_STYLE = {"safe": "ok", "warning": "warning", "unsafe": "fail", "error": "error"}
+#: rules whose findings come from a pickle (the others from structure: no loader to name)
+_PICKLED = frozenset({"dangerous-global", "unsafe-global", "malformed-pickle"})
 
 
 def scan_text(report: ScanReport, paint: Callable[[str, str], str] | None = None) -> str:
@@ -151,7 +153,7 @@ def scan_text(report: ScanReport, paint: Callable[[str, str], str] | None = None
             lines.append(f"            {finding.reason}")
             if finding.call:
                 lines.append(f"            would call: {finding.call}")
-            if finding.severity != "warning":
+            if finding.severity != "warning" and (finding.loaders or finding.rule in _PICKLED):
                 lines.append(f"            {_who_runs(finding.loaders)}")
         lines += [f"  note: {note}" for note in f.notes]
     for index in report.indexes:
