@@ -65,16 +65,19 @@ _TS_CODE = """class M(Module):
 _TS_DATA = b"\x80\x02c__torch__\nM\nq\x00)\x81K\x01\x88\x86q\x01bq\x02."
 
 
-def torchscript_entries(marker: str, constants: bytes = b"constants.pkl") -> list[Entry]:
+def torchscript_entries(
+    marker: str, constants: bytes = b"constants.pkl", folder: bytes = b"ts/"
+) -> list[Entry]:
     """A TorchScript archive whose module's __setstate__ creates ``marker`` (torch.from_file
-    with shared=True creates the file)."""
+    with shared=True creates the file). ``folder``: the other members' folder (the first
+    member's is ``ts/``)."""
     code = _TS_CODE.replace("@MARKER@", marker).encode()
     return [
         Entry(b"ts/data.pkl", _TS_DATA),
-        Entry(b"ts/code/__torch__.py", code),
-        Entry(b"ts/" + constants, b"\x80\x02)."),
-        Entry(b"ts/version", b"3\n"),
-        Entry(b"ts/byteorder", b"little"),
+        Entry(folder + b"code/__torch__.py", code),
+        Entry(folder + constants, b"\x80\x02)."),
+        Entry(folder + b"version", b"3\n"),
+        Entry(folder + b"byteorder", b"little"),
     ]
 
 
@@ -155,6 +158,7 @@ def route_cases(marker: str, flatbuffer: bytes | None = None) -> list[RouteCase]
     benign = pickle.dumps({"w": [1, 2]}, protocol=2)
     ts = torchscript_entries(marker)
     upper = torchscript_entries(marker, b"CONSTANTS.PKL")
+    other_case = torchscript_entries(marker, folder=b"TS/")
     odd_extra = Entry(b"archive/x", b"y", extra=b"\x01\x00\xff")
     # big enough that miniz's backward search does not step below byte 0 first
     padded = torch_entries(payload, b"archive", Entry(b"archive/pad", b"\0" * 100_000))
@@ -165,6 +169,10 @@ def route_cases(marker: str, flatbuffer: bytes | None = None) -> list[RouteCase]
                   "jit's lookup ignores case, torch.load's does not"),
         RouteCase("torchscript after a pickle", shifted_zip(ts, benign), HOSTILE, "torch.jit.load",
                   "torch.load unpickles byte 0; torch.jit.load finds the zip from the end"),
+        RouteCase("torchscript folder in other case", build_zip(other_case), HOSTILE,
+                  "torch.jit.load", "getAllRecords throws (torch.load fails); jit never calls it"),
+        RouteCase("torchscript in other case after a pickle", shifted_zip(other_case, benign),
+                  HOSTILE, "torch.jit.load", "both at once"),
         RouteCase("npy object array", npy("|O", (1,), payload), HOSTILE,
                   "numpy.load(allow_pickle=True)", "the data of an object array is a pickle"),
         RouteCase("npz object member", npz({"a.npy": npy("|O", (1,), payload)}), HOSTILE,

@@ -113,3 +113,25 @@ def test_every_route_against_the_real_loaders(tmp_path: Path) -> None:
             # exit 2 only when no loader reads the file
             assert not any(outcome.loads(loader) for loader in LOADERS), (case.name, outcome)
     assert not marker.exists() or True  # the oracle's children made it; the scan never did
+
+
+def test_every_route_is_read_without_importing_a_loader(
+    corpus: tuple[Path, list[RouteCase]], tmp_path: Path
+) -> None:
+    """The routes are modelled, never run: torch, numpy and joblib cannot even be imported."""
+    import subprocess
+    import sys
+
+    _, cases = corpus
+    paths = _write(tmp_path, [c for c in cases if c.name not in HEAVY])
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'numpy', 'joblib'): sys.modules[name] = None\n"
+        "from pathlib import Path\n"
+        "from torchwise.ckpt.scan import scan_file\n"
+        f"for path in {[str(p) for p in paths.values()]!r}:\n"
+        "    scan_file(Path(path))\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

@@ -82,6 +82,9 @@ class TorchRecords:
     prefix: bytes
     #: getAllRecords(): every name as a C string from a 512-byte buffer, prefix stripped
     names: list[bytes]
+    #: members outside the prefix: getAllRecords() throws (torch.load's TorchScript check
+    #: calls it; torch.jit.load never does)
+    outside: list[str] = field(default_factory=list)
 
     def find(self, name: str) -> ZipMember | None:
         """hasRecord/getRecord: miniz's case-insensitive lookup of prefix + name."""
@@ -100,6 +103,11 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
     for trick in directory.tricks:
         container.trick(trick.message, ctx.prefix + "zip structure", trick.offset, "zip-confusion")
     records = torch_records(container, directory)
+    if records.outside:
+        container.reject(
+            f"member {records.outside[0]!r} is outside the folder "
+            f"{records.prefix.decode(errors='replace')} (torch.load refuses it)"
+        )
     consumed: set[int] = set()
     archive_format = _small_record(ctx, records.find("archive_format"))
     if archive_format is not None and archive_format.strip() == b"pt2":
@@ -128,7 +136,8 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
 
 def flag_torchscript(container: Container, records: TorchRecords, where: str) -> bool:
     """A TorchScript archive, as torch.load and torch.jit.load tell one: True when it is."""
-    forwarded = b"constants.pkl" in records.names  # torch.load's _is_torchscript_zip
+    # torch.load's _is_torchscript_zip (getAllRecords throws when a member is outside)
+    forwarded = b"constants.pkl" in records.names and not records.outside
     found = records.find("constants.pkl") or records.find("model.json")  # jit.load's lookups
     if found is None:
         if forwarded:
@@ -165,16 +174,14 @@ def torch_records(container: Container, directory: ZipDirectory) -> TorchRecords
         return TorchRecords(directory, b"\0", [])
     prefix = first.split(b"/", 1)[0] + b"/"
     names: list[bytes] = []
+    outside: list[str] = []
     for member in directory.members:
         c_name = member.raw_name[: _NAME_BUFFER - 1].split(b"\0", 1)[0]
         if not c_name.startswith(prefix):
-            container.reject(
-                f"member {member.name!r} is outside the folder {prefix.decode(errors='replace')} "
-                "(torch.load refuses it)"
-            )
+            outside.append(member.name)
         names.append(c_name[len(prefix) :])
     container.metadata["record_prefix"] = prefix.decode("utf-8", "replace")
-    return TorchRecords(directory, prefix, names)
+    return TorchRecords(directory, prefix, names, outside)
 
 
 def _small_record(ctx: ZipContext, member: ZipMember | None) -> bytes | None:
