@@ -29,6 +29,16 @@ def _index(folder: Path) -> Path:
     return next(folder.glob("*.index.json"))
 
 
+def _rename_first_shard(folder: Path, name: str) -> Path:
+    """Make the index name ``name`` for its first tensor; returns the index file."""
+    index_path = _index(folder)
+    index = json.loads(index_path.read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = name
+    index_path.write_text(json.dumps(index))
+    return index_path
+
+
 def test_a_checkpoint_no_index_names_is_judged(
     benign: dict[str, Path], tmp_path: Path, marker: Path
 ) -> None:
@@ -46,11 +56,7 @@ def test_a_shard_without_a_checkpoint_suffix_is_judged(
     benign: dict[str, Path], tmp_path: Path, marker: Path
 ) -> None:
     folder = _sharded_folder(benign, tmp_path)
-    index_path = _index(folder)
-    index = json.loads(index_path.read_text())
-    first = next(iter(index["weight_map"]))
-    index["weight_map"][first] = "weights.data"
-    index_path.write_text(json.dumps(index))
+    _rename_first_shard(folder, "weights.data")
     (folder / "weights.data").write_bytes(payload_pickle(str(marker)))
     report = scan(folder)
     assert {Path(f.path).name: f.verdict for f in report.files}["weights.data"] == "unsafe"
@@ -61,11 +67,7 @@ def test_a_shard_outside_the_folder_is_unsafe_and_judged(
     benign: dict[str, Path], tmp_path: Path, marker: Path
 ) -> None:
     folder = _sharded_folder(benign, tmp_path)
-    index_path = _index(folder)
-    index = json.loads(index_path.read_text())
-    first = next(iter(index["weight_map"]))
-    index["weight_map"][first] = "../elsewhere.bin"
-    index_path.write_text(json.dumps(index))
+    index_path = _rename_first_shard(folder, "../elsewhere.bin")
     (tmp_path / "elsewhere.bin").write_bytes(pickle.dumps({"w": 1}, 2))
     report = scan(index_path)
     [view] = report.indexes

@@ -15,6 +15,7 @@ without loading anything.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from oracle import LOADERS, load_everywhere
@@ -49,30 +50,30 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RouteCa
     return marker, route_cases(str(marker))
 
 
+def _scan(name: str, corpus: tuple[Path, list[RouteCase]], root: Path) -> tuple[RouteCase, Any]:
+    case = next(c for c in corpus[1] if c.name == name)
+    return case, scan_file(_write(root, [case])[name])
+
+
 @pytest.mark.parametrize("name", [c.name for c in route_cases("m") if c.kind == HOSTILE])
 def test_hostile_route_is_unsafe_and_names_its_loader(
     name: str, corpus: tuple[Path, list[RouteCase]], tmp_path: Path
 ) -> None:
-    marker, cases = corpus
-    case = next(c for c in cases if c.name == name)
-    path = _write(tmp_path, [case])[name]
-    result = scan_file(path)
+    case, result = _scan(name, corpus, tmp_path)
     assert result.verdict == "unsafe", (name, result.error, result.findings)
     loaders = {loader for f in result.findings for loader in f.loaders}
     assert case.runs in loaders or (case.runs == "torch.load" and "torch.jit.load" in loaders), (
         name,
         [(f.rule, f.loaders) for f in result.findings],
     )
-    assert not marker.exists()
+    assert not corpus[0].exists()
 
 
 @pytest.mark.parametrize("name", [c.name for c in route_cases("m") if c.kind == BENIGN])
 def test_benign_route_is_not_unsafe(
     name: str, corpus: tuple[Path, list[RouteCase]], tmp_path: Path
 ) -> None:
-    _, cases = corpus
-    case = next(c for c in cases if c.name == name)
-    result = scan_file(_write(tmp_path, [case])[name])
+    _, result = _scan(name, corpus, tmp_path)
     assert result.verdict in ("safe", "warning"), (name, result.error, result.findings)
 
 
@@ -80,9 +81,7 @@ def test_benign_route_is_not_unsafe(
 def test_malformed_file_gets_an_answer(
     name: str, corpus: tuple[Path, list[RouteCase]], tmp_path: Path
 ) -> None:
-    _, cases = corpus
-    case = next(c for c in cases if c.name == name)
-    result = scan_file(_write(tmp_path, [case])[name])
+    _, result = _scan(name, corpus, tmp_path)
     assert result.verdict in ("unsafe", "error", "safe", "warning")
     if result.verdict == "error":
         assert result.error
