@@ -150,10 +150,15 @@ def _run_child(
     grouped: dict[str, list[str]] = {}
     for path, loader in todo:
         grouped.setdefault(path, []).append(loader)
-    proc.stdin.write("".join(json.dumps([p, ls]) + "\n" for p, ls in grouped.items()))
-    proc.stdin.close()
     lines: queue.Queue[str | None] = queue.Queue()
-    stdout = proc.stdout
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def feed() -> None:  # its own thread: a pipe holds 64 KiB, the list can be longer
+        try:
+            stdin.write("".join(json.dumps([p, ls]) + "\n" for p, ls in grouped.items()))
+            stdin.close()
+        except OSError:
+            pass  # the child died; its outcome is read below
 
     def pump() -> None:
         for line in stdout:
@@ -161,6 +166,7 @@ def _run_child(
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
+    threading.Thread(target=feed, daemon=True).start()
     settled = 0
     current: tuple[str, str] | None = None
     deadline = time.monotonic() + per_file
