@@ -148,7 +148,8 @@ def flag_torchscript(container: Container, records: TorchRecords, where: str) ->
     container.format = "torchscript"
     loaders = (TORCH_LOAD, JIT_LOAD) if forwarded else (JIT_LOAD,)
     how = (
-        "torch.load hands it to torch.jit.load"
+        "torch.load hands it to torch.jit.load (with weights_only=True too before torch 2.6: "
+        "CVE-2025-32434)"
         if forwarded
         else f"torch.jit.load finds {found.name} (miniz ignores case), torch.load does not"
     )
