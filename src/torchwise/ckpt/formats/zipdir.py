@@ -144,7 +144,7 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
         raise ZipError("too short to be a zip archive")
     at = find_eocd(raw, size)
     if at < 0:
-        raise ZipError("no end-of-central-directory record (truncated download?)")
+        raise ZipError("no end-of-central-directory record")
     raw.seek(at)
     tail = raw.read(size - at) or b""
     (_, disk, cd_disk, on_disk, total, cd_size, cd_offset, comment_len) = _EOCD.unpack_from(tail)

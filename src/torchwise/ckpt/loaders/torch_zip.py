@@ -97,7 +97,8 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
     try:
         directory = read_directory(ctx.raw, ctx.size)
     except ZipError as exc:
-        container.reject(f"torch.load cannot open the zip archive: {exc}")
+        hint = " (truncated download?)" if "end-of-central-directory" in str(exc) else ""
+        container.reject(f"torch.load cannot open the zip archive: {exc}{hint}")
         return
     ctx.meter.charge_opcodes(len(directory.members), directory.eocd_offset)  # each entry costs
     for trick in directory.tricks:
