@@ -170,7 +170,6 @@ def _routes(parts: list[Container]) -> dict[str, str]:
 
 def _why_unreadable(loaders: dict[str, str], container: Container) -> str:
     torch_reason = loaders.get(TORCH_LOAD) or container.failure or "no loader reads it"
-    others = [name for name in loaders if name != TORCH_LOAD]
-    if not others:
+    if len(loaders) < 2:
         return torch_reason
-    return f"{torch_reason} (and {', '.join(others)} cannot read it either)"
+    return f"{torch_reason} (and no other loader reads it either)"

@@ -98,7 +98,7 @@ def _read_legacy_route(container: Container, raw: ByteStream, size: int, meter: 
         _read_stacked(container, raw, size, meter, torch_reads=False)
         return
     if not _read_stacked(container, raw, size, meter, torch_reads=True):
-        container.reject("byte 0 starts no pickle (and it is neither a zip nor a tar)")
+        container.reject("not a checkpoint: neither a zip, a tar nor a pickle to torch.load")
 
 
 def _read_stacked(
