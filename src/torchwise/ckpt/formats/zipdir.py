@@ -33,10 +33,16 @@ is recorded as a :class:`ZipTrick`.
 
 from __future__ import annotations
 
-import itertools
 import struct
 from dataclasses import dataclass, field
 
+from torchwise.ckpt.formats.ziptricks import (
+    ZipTrick,
+    check_end_region,
+    compare_local,
+    find_tricks,
+    fold,
+)
 from torchwise.ckpt.picklevm.source import ByteStream
 
 EOCD_SIG = b"PK\x05\x06"
@@ -60,14 +66,6 @@ _DESCRIPTOR = 0x0008
 
 class ZipError(Exception):
     """miniz would refuse to open the archive; torch.load fails before unpickling."""
-
-
-@dataclass(frozen=True)
-class ZipTrick:
-    """A construction that makes zip readers disagree: never in a file torch.save wrote."""
-
-    message: str
-    offset: int
 
 
 @dataclass
@@ -115,8 +113,8 @@ class ZipDirectory:
         trick in their own right, and every member is scanned, so which one does not
         decide a verdict.
         """
-        wanted = _fold(name.split(b"\0", 1)[0])
-        return next((m for m in self.members if _fold(m.raw_name) == wanted), None)
+        wanted = fold(name.split(b"\0", 1)[0])
+        return next((m for m in self.members if fold(m.raw_name) == wanted), None)
 
     @staticmethod
     def check_extractable(member: ZipMember) -> str | None:
@@ -132,10 +130,6 @@ class ZipDirectory:
         if member.data_offset < 0:
             return f"{member.name}: its local header is missing or broken"
         return None
-
-
-def _fold(name: bytes) -> bytes:
-    return bytes(c + 32 if 65 <= c <= 90 else c for c in name)
 
 
 def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
@@ -174,7 +168,7 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
     if cd_size < total * _CENTRAL.size or cd_offset + cd_size > size:
         raise ZipError("the central directory lies outside the file (truncated?)")
     tricks: list[ZipTrick] = []
-    _check_end_region(tail, comment_len, tricks, at)
+    check_end_region(tail, comment_len, tricks, at)
     directory_end = zip64_at if zip64_at >= 0 else at
     if cd_offset + cd_size != directory_end:
         # Python's zipfile relocates every offset by the difference; miniz does not.
@@ -201,7 +195,7 @@ def read_directory(raw: ByteStream, size: int) -> ZipDirectory:
         )
     directory = ZipDirectory(members, tricks, at)
     _read_local_headers(raw, directory, size)
-    _find_tricks(directory)
+    find_tricks(directory)
     return directory
 
 
@@ -240,26 +234,6 @@ def find_eocd(raw: ByteStream, size: int) -> int:
             # fails (a small file whose end record is not in its last 4 KiB does not open)
             return -1
         cur -= _CHUNK - 3
-
-
-def _check_end_region(tail: bytes, comment_len: int, tricks: list[ZipTrick], base: int) -> None:
-    after = tail[_EOCD.size :]
-    if any(sig in after for sig in (EOCD_SIG, ZIP64_EOCD_SIG, ZIP64_LOCATOR_SIG)):
-        tricks.append(
-            ZipTrick(
-                "a second end-of-directory signature after the end record: readers that search "
-                "differently open a different directory",
-                base,
-            )
-        )
-    if len(after) != comment_len:
-        tricks.append(
-            ZipTrick(
-                f"{len(after)} bytes follow the end record where its comment length says "
-                f"{comment_len}: zipfile and miniz accept different end records",
-                base,
-            )
-        )
 
 
 def _offsets(central: bytes, count: int) -> list[int]:
@@ -399,98 +373,4 @@ def _read_local_headers(raw: ByteStream, directory: ZipDirectory, size: int) -> 
         if data_offset + member.compressed_size > size:
             continue
         member.data_offset = data_offset
-        _compare_local(directory, member, lflags, lmethod, (lcsize, lusize, lcrc))
-
-
-def _compare_local(
-    directory: ZipDirectory, member: ZipMember, lflags: int, lmethod: int, local: tuple[int, ...]
-) -> None:
-    where = member.header_offset
-    if member.local_name != member.raw_name:
-        directory.tricks.append(
-            ZipTrick(
-                f"{member.name}: its local header names it {_show(member.local_name)}; "
-                "streaming unzippers read that name, torch reads the directory's",
-                where,
-            )
-        )
-    if lmethod != member.method or (lflags ^ member.flags) & (_ENCRYPTED | _DESCRIPTOR):
-        directory.tricks.append(
-            ZipTrick(
-                f"{member.name}: its local header says method {lmethod}, flags {lflags:#x}; "
-                f"the directory says method {member.method}, flags {member.flags:#x}",
-                where,
-            )
-        )
-    declared = (member.compressed_size, member.size, member.crc)
-    if not member.flags & _DESCRIPTOR and _U32_MAX not in local[:2] and local != declared:
-        directory.tricks.append(
-            ZipTrick(
-                f"{member.name}: its local header gives sizes {local[0]}/{local[1]}, the "
-                f"directory {member.compressed_size}/{member.size}",
-                where,
-            )
-        )
-
-
-def _show(name: bytes) -> str:
-    return repr(name.decode("utf-8", "backslashreplace"))
-
-
-def _find_tricks(directory: ZipDirectory) -> None:
-    members, tricks = directory.members, directory.tricks
-    seen: dict[bytes, ZipMember] = {}
-    for m in members:
-        if any(c < 0x20 or c == 0x7F for c in m.raw_name):
-            tricks.append(
-                ZipTrick(
-                    f"member name {_show(m.raw_name)} holds control bytes: zipfile cuts a name "
-                    "at NUL, torch's miniz compares every byte",
-                    m.header_offset,
-                )
-            )
-        key = _fold(m.raw_name)
-        if key in seen:
-            same = seen[key].raw_name == m.raw_name
-            tricks.append(
-                ZipTrick(
-                    f"two members named {_show(m.raw_name)}"
-                    + ("" if same else f" and {_show(seen[key].raw_name)} (miniz ignores case)")
-                    + ": torch's miniz reads one, zipfile the other",
-                    m.header_offset,
-                )
-            )
-        seen.setdefault(key, m)
-        if m.zip64_fields > 1:
-            tricks.append(
-                ZipTrick(f"{m.name}: {m.zip64_fields} zip64 size fields", m.header_offset)
-            )
-        if m.external_attr & 0x10 and not m.raw_name.endswith(b"/") and m.size:
-            tricks.append(
-                ZipTrick(
-                    f"{m.name}: marked a directory but holds {m.size} bytes (miniz extracts "
-                    "nothing and torch would read uninitialised memory)",
-                    m.header_offset,
-                )
-            )
-    spans = sorted(
-        ((m.header_offset, m.data_offset + m.compressed_size, m) for m in members
-         if m.data_offset >= 0),
-        key=lambda span: (span[0], span[1]),
-    )  # fmt: skip
-    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
-        if start < end:
-            tricks.append(
-                ZipTrick(
-                    f"members {first.name} and {second.name} overlap (a zip-bomb construction)",
-                    start,
-                )
-            )
-    if members and not any(m.header_offset == 0 for m in members):
-        tricks.append(
-            ZipTrick(
-                "the local header at byte 0 is not in the central directory: a decoy that "
-                "streaming readers see and torch does not",
-                0,
-            )
-        )
+        compare_local(directory, member, lflags, lmethod, (lcsize, lusize, lcrc))

@@ -22,7 +22,6 @@ at is decoded as a pickle or opened as a nested archive, whatever its name.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from typing import cast
@@ -37,6 +36,7 @@ from torchwise.ckpt.formats.zipdir import (
     read_directory,
 )
 from torchwise.ckpt.formats.zipstream import MemberStream
+from torchwise.ckpt.loaders.export_load import read_pt2_configs
 from torchwise.ckpt.loaders.names import EXPORT_LOAD, JIT_LOAD, TORCH_LOAD
 from torchwise.ckpt.picklevm.machine import run_pickle
 from torchwise.ckpt.picklevm.source import ByteStream
@@ -129,7 +129,7 @@ def read_torch_zip(container: Container, ctx: ZipContext) -> None:
         container.reject("the archive has no data.pkl (torch.load reads <prefix>/data.pkl)")
         container.format = "zip"
     if container.format == "pt2":
-        _read_pt2_configs(container, ctx, records)
+        read_pt2_configs(container, ctx, records)
     for member in directory.members:
         if member.index not in consumed:
             _probe(container, ctx, member, payload=container.format == "pt2")
@@ -407,24 +407,3 @@ def _nested(container: Container, ctx: ZipContext, member: ZipMember) -> None:
     container.notes.append(f"nested archive {where} ({child.format})")
     container.pickles += child.pickles
     container.tricks += child.tricks
-
-
-def _read_pt2_configs(container: Container, ctx: ZipContext, records: TorchRecords) -> None:
-    """Tensors a .pt2 describes in JSON: data/weights/*_config.json, data/constants/*."""
-    for name in records.names:
-        member = records.find(name.decode("utf-8", "replace"))
-        if member is None or not (name.startswith(b"data/") and name.endswith(b"_config.json")):
-            continue
-        if ZipDirectory.check_extractable(member) or member.size > ctx.budgets.max_bytes:
-            continue
-        try:
-            config = json.loads(
-                MemberStream(ctx.raw, member, ctx.budgets.max_bytes, ctx.meter).read()
-            )
-        except (ValueError, ZipError, BudgetExceeded):
-            container.notes.append(f"{member.name} is not valid JSON")
-            continue
-        if isinstance(config, dict) and isinstance(config.get("config"), dict):
-            section = name.decode("utf-8", "replace").split("/")[1]
-            for key, entry in config["config"].items():
-                container.described[f"{section}:{key}"] = entry
