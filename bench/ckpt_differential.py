@@ -19,6 +19,9 @@ the scan called unsafe; the slowest scan and the highest peak memory of a scan;
 and how often the scan's "some loader reads this file" agrees with the loaders.
 
     python bench/ckpt_differential.py [--batches 4] [--size 60] [--damaged 200] [--seed 0]
+
+joblib is no dependency of torchwise: ``pip install joblib`` first, or joblib.load's
+column stays empty.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ without loading anything.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,9 @@ from routes_corpus import (
 
 from torchwise.ckpt.scan import scan_file
 
-JOBLIB = pytest.importorskip("joblib", reason="joblib is not installed (pip install joblib)")
+#: joblib is no dependency: without it, the oracle cannot prove joblib's routes live (they are
+#: still held against the scanner by the fast tests)
+HAVE_JOBLIB = importlib.util.find_spec("joblib") is not None
 
 
 def _write(root: Path, cases: list[RouteCase]) -> dict[str, Path]:
@@ -96,7 +99,7 @@ def test_every_route_against_the_real_loaders(tmp_path: Path) -> None:
     outcomes = load_everywhere(paths, marker, LOADERS, per_file=120)
     for case in cases:
         outcome, result = outcomes[case.name], scan_file(paths[case.name])
-        if case.kind == HOSTILE:
+        if case.kind == HOSTILE and (HAVE_JOBLIB or case.runs != "joblib.load"):
             # live first: the payload runs where the case says
             assert case.runs in outcome.runs_under, (case.name, outcome.result)
         if outcome.runs_under:
