@@ -1,11 +1,15 @@
 """Checkpoint scanners compared in one run: detection and time.
 
 Builds a corpus of benign checkpoints and hostile ones: one per payload technique
-(tests/ckpt/ckpt_corpus.py) and one per scanner-evasion trick (tests/ckpt/tricks.py:
+(tests/ckpt/ckpt_corpus.py), one per scanner-evasion trick (tests/ckpt/tricks.py:
 zip member confusion, C-unpickler parser differentials, torch.load's format
-order, tar checkpoints). Each payload is harmless (it would create a marker
-file). ``--real DIR`` adds checkpoints nobody here wrote (see docs/benchmarks.md
-for where they come from). Then it runs over every file:
+order, tar checkpoints) and one per loader route (tests/ckpt/routes_corpus.py:
+torch.jit.load's TorchScript, numpy.load's object arrays, joblib.load's compressed
+forms and inline array data, miniz's real limits). Each payload is harmless (it
+would create a marker file); which loaders run it is measured by loading every
+file under every loader in child processes (tests/ckpt/oracle.py). ``--real DIR``
+adds checkpoints nobody here wrote (see docs/benchmarks.md for where they come from).
+Then it runs over every file:
 
 - torchwise (``torchwise.ckpt.scan`` in-process, and the ``torchwise ckpt scan`` CLI)
 - picklescan (CLI, default and ``--strict``), modelscan (CLI), fickling (``--check-safety``)
@@ -37,6 +41,8 @@ sys.path.insert(0, str(ROOT / "tests" / "ckpt"))
 import torch  # noqa: E402
 from ckpt_corpus import Hostile, build_benign, build_hostile  # noqa: E402
 from differential import torch_outcomes, write_cases  # noqa: E402
+from oracle import LOADERS, load_everywhere  # noqa: E402
+from routes_corpus import BENIGN, HOSTILE, flatbuffer_module, route_cases  # noqa: E402
 from tricks import trick_cases  # noqa: E402
 
 from torchwise.ckpt import scan  # noqa: E402
@@ -135,6 +141,24 @@ def _tricks(root: Path) -> tuple[list[Hostile], dict[str, bool]]:
     return hostile, {f"trick: {name}": outcome.ran for name, outcome in outcomes.items()}
 
 
+def _routes(root: Path) -> tuple[list[Hostile], dict[str, Path], dict[str, bool]]:
+    """The loader-route cases: hostile ones (with whether any loader runs each, measured under
+    every loader) and benign ones."""
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / "markers" / "RAN"
+    cases = [c for c in route_cases(str(marker), flatbuffer_module(str(marker)))
+             if c.kind in (HOSTILE, BENIGN)]  # fmt: skip
+    paths = {}
+    for case in cases:
+        paths[case.name] = root / (case.name.replace(" ", "_") + ".bin")
+        paths[case.name].write_bytes(case.data)
+    outcomes = load_everywhere(paths, marker, LOADERS)
+    hostile = [Hostile(f"route: {c.name}", paths[c.name], "") for c in cases if c.kind == HOSTILE]
+    benign = {f"route: {c.name}": paths[c.name] for c in cases if c.kind == BENIGN}
+    runs = {f"route: {c.name}": bool(outcomes[c.name].runs_under) for c in cases}
+    return hostile, benign, runs
+
+
 def _more_benign(root: Path) -> dict[str, Path]:
     """Plain values weights_only loads or that are inert, a tar checkpoint, a .pt2."""
     sys.path.insert(0, str(ROOT / "tests" / "ckpt"))
@@ -173,8 +197,8 @@ def _detection(hostile: list[Hostile], benign: dict[str, Path], runs: dict[str, 
             results[name][f"benign: {kind}"] = _judge(tool, path)
     n_h, n_b = len(hostile), len(benign)
     live = [c for c in hostile if runs.get(c.technique, True)]
-    print(f"## detection: {n_h} hostile files ({len(live)} run their payload under "
-          f"torch.load), {n_b} benign checkpoints\n")  # fmt: skip
+    print(f"## detection: {n_h} hostile files ({len(live)} run their payload under some "
+          f"loader), {n_b} benign checkpoints\n")  # fmt: skip
     print("| tool | live payloads caught | hostile caught | missed | errors on hostile "
           "| benign flagged (FP) | errors on benign | median time / file |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
@@ -193,9 +217,7 @@ def _detection(hostile: list[Hostile], benign: dict[str, Path], runs: dict[str, 
             f"| {h.count(ERROR)} | {b.count(FLAGGED)}/{n_b} | {b.count(ERROR)} "
             f"| {_ms(medians[name])}{ratio} |"
         )
-    print(
-        "\n## per technique (F flagged, . missed, E error; * the payload runs under torch.load)\n"
-    )
+    print("\n## per technique (F flagged, . missed, E error; * the payload runs under a loader)\n")
     names = list(TOOLS)
     print("| technique | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
@@ -205,6 +227,12 @@ def _detection(hostile: list[Hostile], benign: dict[str, Path], runs: dict[str, 
         star = "*" if runs.get(label, not label.startswith("benign")) else ""
         print(f"| {label}{star} | {row} |")
     print()
+    peers = [n for n in names if not n.startswith("torchwise")]
+    beyond = [c.technique for c in hostile
+              if results["torchwise (API)"][c.technique][0] != FLAGGED
+              and any(results[p][c.technique][0] == FLAGGED for p in peers)]  # fmt: skip
+    print(f"Hostile files some peer flags and torchwise does not: {len(beyond)}"
+          + (f" ({', '.join(beyond)})" if beyond else "") + "\n")  # fmt: skip
 
 
 def _ms(seconds: float) -> str:
@@ -305,7 +333,9 @@ def main() -> None:
         if args.live:
             _live_check(hostile, marker)
         tricks, runs = _tricks(root / "tricks")
-        _detection(hostile + tricks, benign, runs)
+        routes, route_benign, route_runs = _routes(root / "routes")
+        benign.update(route_benign)
+        _detection(hostile + tricks + routes, benign, {**runs, **route_runs})
         assert not marker.exists(), "a scanner ran a payload"
         if args.real:
             _real(args.real)

@@ -7,6 +7,7 @@ the same to GitHub code scanning and merge cleanly.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torchwise import __version__
@@ -31,3 +32,14 @@ def sarif_log(
         "version": "2.1.0",
         "runs": [{"tool": {"driver": driver}, **run, "results": results}],
     }
+
+
+def artifact_location(path: str) -> dict[str, str]:
+    """A SARIF ``artifactLocation``: relative to the working directory (``%SRCROOT%``) when the
+    file is under it, as code scanning resolves it against the checkout; else a file URI."""
+    absolute = Path(path).resolve()
+    try:
+        relative = absolute.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": relative.as_posix(), "uriBaseId": "%SRCROOT%"}

@@ -54,10 +54,17 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             for name, unit in (("MARK", b"("), ("NONE", b"N"))}  # fmt: skip
 
 
-def test_mark_bomb_ends_at_the_nesting_limit(bombs: dict[str, Path]) -> None:
+def test_mark_bomb_ends_at_the_opcode_limit(bombs: dict[str, Path]) -> None:
+    """weights_only nests as deep as memory allows, so nesting has no limit of its own: the
+    bomb ends where every bomb ends, at the opcode budget."""
     assert bombs["MARK"].stat().st_size < 300 << 10
     result = scan_file(bombs["MARK"])
     assert result.verdict == "unsafe" and _too_large(result)
+    assert any("number of opcodes" in f.reason for f in result.findings), result.findings
+
+
+def test_a_nesting_limit_can_still_be_asked_for(bombs: dict[str, Path]) -> None:
+    result = scan_file(bombs["MARK"], budgets=Budgets(max_depth=100))
     assert any("MARK nesting" in f.reason for f in result.findings), result.findings
 
 
@@ -129,3 +136,23 @@ def test_budget_flags_on_the_cli(tmp_path: Path) -> None:
     assert capped.exit_code == 1
     [entry] = json.loads(capped.output)["files"]
     assert entry["findings"][0]["rule"] == "too-large-to-vet"
+
+
+def _nested_fan_out(levels: int, fan: int) -> bytes:
+    """An archive whose ``fan`` entries all point at one stored inner archive, ``levels`` deep:
+    fan**levels paths through a file of a few hundred KB."""
+    inner = build_zip(torch_entries(b"\x80\x02N."))
+    for _ in range(levels):
+        inner = build_zip([Entry(b"a/x.pt", inner)], order=[0] * fan)
+    return inner
+
+
+def test_a_fanned_out_nested_archive_costs_every_entry_it_visits(tmp_path: Path) -> None:
+    """Entries that point at the same nested archive count every time: 300**3 paths end at the
+    budget, within the test's seconds, not after minutes of work."""
+    path = tmp_path / "fan.pt"
+    path.write_bytes(_nested_fan_out(3, 300))
+    assert path.stat().st_size < 64 << 10
+    result = scan_file(path, budgets=Budgets(max_opcodes=20_000))
+    assert result.verdict == "unsafe"
+    assert _too_large(result), result.findings

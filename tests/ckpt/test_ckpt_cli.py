@@ -114,3 +114,61 @@ def test_convert_shows_progress_on_a_terminal(
 def test_quiet_scan_prints_only_the_report(benign: dict[str, Path]) -> None:
     result = CliRunner().invoke(app, ["ckpt", "scan", "-q", str(benign["state dict"])])
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_allow_that_is_not_a_name_is_one_line(benign: dict[str, Path]) -> None:
+    for command in (["scan"], ["convert", "-o", "x.safetensors"]):
+        result = CliRunner().invoke(
+            app,
+            ["ckpt", command[0], str(benign["state dict"]), *command[1:], "--allow", "not a name"],
+        )
+        assert result.exit_code == 2
+        lines = result.stderr.splitlines()
+        assert lines[0] == "error: --allow 'not a name' is not a global's name", lines
+        assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan", "convert"])
+def test_an_unreadable_file_is_one_line(
+    command: str, benign: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every OSError while reading is `cannot read PATH: reason`, exit 2 (never internal)."""
+    path = benign["state dict"]
+    real_open = Path.open
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", refuse)
+    argv = ["ckpt", command, str(path)] + (["-o", str(tmp_path / "o.st")] * (command == "convert"))
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert f"cannot read {path}: Permission denied" in result.output + result.stderr
+    assert "internal error" not in result.output + result.stderr
+
+
+def test_inspect_summarises_optimizer_state_unless_all(benign: dict[str, Path]) -> None:
+    path = str(benign["training checkpoint"])
+    summary = CliRunner().invoke(app, ["ckpt", "inspect", path])
+    assert summary.exit_code == 0
+    assert "optimizer.state.0.exp_avg " not in summary.output
+    assert "18 state tensors, 266 elements (exp_avg 130, exp_avg_sq 130, step 6)" in summary.output
+    every = CliRunner().invoke(app, ["ckpt", "inspect", path, "--all"])
+    assert "optimizer.state.0.exp_avg " in every.output
+    assert "state tensors" not in every.output
+
+
+def test_sarif_uris_are_relative_to_the_working_directory(
+    benign: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = benign["state dict"].parent
+    monkeypatch.chdir(folder)
+    result = CliRunner().invoke(app, ["ckpt", "scan", "numpy.pt", "--format", "sarif"])
+    log = json.loads(result.output)
+    locations = [r["locations"][0]["physicalLocation"]["artifactLocation"]
+                 for r in log["runs"][0]["results"]]  # fmt: skip
+    assert locations and all(
+        loc == {"uri": "numpy.pt", "uriBaseId": "%SRCROOT%"} for loc in locations
+    ), locations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fractions
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from torchwise.ckpt import convert
-from torchwise.ckpt.restore import load_converted
+from torchwise.ckpt.conversion.restore import load_converted
 from torchwise.errors import OutputError, TorchwiseError
 
 
@@ -187,3 +188,83 @@ def test_streaming_holds_one_chunk_not_the_file(tmp_path: Path) -> None:
     assert_same(
         torch.load(src, weights_only=True)["b"], load_file(tmp_path / "big.safetensors")["b"]
     )
+
+
+def test_nested_and_meta_tensors_under_split(tmp_path: Path) -> None:
+    """A nested tensor is kept as its components, a meta tensor (no data) as its dtype, shape
+    and stride in the structure; without --split each is refused in one line."""
+    src = tmp_path / "odd.pt"
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.arange(3.0)])
+    torch.save(
+        {"nested": nested, "meta": torch.empty(2, 3, device="meta"), "w": torch.ones(1)}, src
+    )
+    with pytest.raises(TorchwiseError, match="safetensors cannot hold"):
+        convert(src, tmp_path / "a.safetensors")
+    out = tmp_path / "b.safetensors"
+    convert(src, out, split=True)
+    back = load_converted(out)
+    assert back["meta"].is_meta and back["meta"].shape == (2, 3)
+    assert back["nested"].is_nested
+    for got, want in zip(back["nested"].unbind(), nested.unbind(), strict=True):
+        assert torch.equal(got, want)
+
+
+def test_attributes_on_tensors_and_parameters_are_kept(tmp_path: Path) -> None:
+    src = tmp_path / "attrs.pt"
+    weight = torch.nn.Parameter(torch.ones(2))
+    weight.tag = "encoder"  # type: ignore[attr-defined]
+    buffer = torch.zeros(3)
+    buffer.meta = {"units": "m", "scale": (1, 2)}  # type: ignore[attr-defined]
+    torch.save({"weight": weight, "buffer": buffer}, src)
+    round_trip(src, tmp_path)
+    back = load_converted(tmp_path / "attrs.safetensors")
+    assert back["weight"].tag == "encoder"
+    assert back["buffer"].meta == {"units": "m", "scale": (1, 2)}
+
+
+def test_an_attribute_without_a_json_form_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "attrs.pt"
+    tensor = torch.zeros(2)
+    tensor.ratio = fractions.Fraction(1, 3)  # type: ignore[attr-defined]
+    torch.save({"t": tensor}, src)
+    with pytest.raises(TorchwiseError, match=r"t\.<attributes>\.ratio is a fractions\.Fraction"):
+        convert(src, tmp_path / "a.safetensors", allow=frozenset({"fractions.Fraction"}))
+
+
+def test_shared_references_stay_shared_and_cheap(tmp_path: Path) -> None:
+    """Each list holds the previous one twice (2**60 paths): written as 61 lists, read back as
+    61 objects, the sharing intact."""
+    src = tmp_path / "dag.pt"
+    node: list[Any] = [torch.ones(1)]
+    for _ in range(60):
+        node = [node, node]
+    torch.save({"dag": node, "again": node}, src)
+    result = convert(src, tmp_path / "dag.safetensors")
+    assert result.tensors == 1
+    back = load_converted(tmp_path / "dag.safetensors")
+    assert back["dag"] is back["again"] and back["dag"][0] is back["dag"][1]
+    meta = _metadata(tmp_path / "dag.safetensors")
+    assert len(meta["torchwise.structure"]) < 10_000
+
+
+def test_nesting_deeper_than_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "deep.pt"
+    value: Any = [torch.ones(1)]
+    for _ in range(300):
+        value = [value, 1]
+    torch.save({"deep": value}, src)  # torch.save recurses too: keep under its limit
+    with pytest.raises(TorchwiseError, match="nests more than 200 levels deep"):
+        convert(src, tmp_path / "deep.safetensors")
+
+
+def test_the_structure_is_read_back_and_compared(tmp_path: Path) -> None:
+    """The check compares what the file holds with what torch loaded: a mismatch is named."""
+    from torchwise.ckpt.conversion.plan import flatten
+    from torchwise.ckpt.conversion.verify import Mismatch, check_structure
+
+    value = {"t": torch.ones(2), "cfg": {"lr": 0.1, "betas": (0.9, 0.99)}}
+    section = flatten(value, "", split=False, drop=False, streamed=False)
+    text = json.dumps(section.structure)
+    check_structure(value, text, section)
+    with pytest.raises(Mismatch, match=r"cfg\.betas: a builtins\.tuple was written as a"):
+        check_structure(value, text.replace('{"$tuple": [0.9, 0.99]}', "[0.9, 0.99]"), section)

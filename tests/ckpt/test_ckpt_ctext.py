@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from torchwise.ckpt.pickle_vm import run_pickle
+from torchwise.ckpt.picklevm.machine import run_pickle
 
 
 class _NoGlobals(pickle.Unpickler):

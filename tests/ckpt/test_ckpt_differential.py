@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from programs import Program, programs
 from tricks import trick_cases
 
-from torchwise.ckpt.reader import read_container
+from torchwise.ckpt.loaders.routes import read_container
 from torchwise.ckpt.scan import scan_file
 
 pytestmark = pytest.mark.slow  # one child process that imports torch and loads every file

@@ -150,7 +150,7 @@ def test_inspect_reads_no_storage_bytes(tmp_path: Path) -> None:
     result = inspect(big)
     assert result.tensor_bytes == 16 * 2**20 * 4 + 12
     assert result.bytes_read < 16 * 1024 < result.file_size // 1000
-    from torchwise.ckpt.reader import read_container
+    from torchwise.ckpt.loaders.routes import read_container
 
     storages = _data_ranges(big)
     for start, end in read_container(big).read_ranges:
@@ -204,3 +204,36 @@ def test_python2_ordered_dict_of_tensors(tmp_path: Path) -> None:
     result = inspect(path)
     assert result.kind == "state dict"
     assert [(t.key, t.shape) for t in result.tensors] == [("lin.weight", (2, 3))]
+
+
+def test_a_shared_reference_dag_is_as_cheap_as_its_nodes(tmp_path: Path) -> None:
+    """Each list holds the previous one twice: 2**60 paths through 61 lists, and a tensor at
+    the bottom. Every object is visited once; the tensor is listed once."""
+    from craft import build_zip, torch_entries
+
+    storage = (
+        b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000"
+        b"X\x03\x00\x00\x00cpuK\x02tQ"
+    )
+    tensor = (
+        b"ctorch._utils\n_rebuild_tensor_v2\n(" + storage + b"K\x00K\x02\x85K\x01\x85\x89"
+        b"ccollections\nOrderedDict\n)RtR"
+    )
+    shared = b"\x80\x02" + tensor + b"q\x00" + b"(h\x00h\x00lq\x00" * 60 + b"."
+    path = tmp_path / "dag.pt"
+    path.write_bytes(build_zip(torch_entries(shared)))
+    result = inspect(path)
+    originals = [t for t in result.tensors if t.alias_of is None]
+    assert len(originals) == 1 and originals[0].shape == (2,)
+    assert len(result.tensors) <= 3  # the first path and its alias, nothing more
+    assert "same object as" in json.dumps(result.structure)
+
+
+def test_nesting_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    from craft import build_zip, torch_entries
+
+    deep = b"\x80\x02" + b"](" * 5000 + b"N" + b"K\x01e" * 5000 + b"."
+    path = tmp_path / "deep.pt"
+    path.write_bytes(build_zip(torch_entries(deep)))
+    result = inspect(path)
+    assert result.tensors == []

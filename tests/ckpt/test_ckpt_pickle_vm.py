@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchwise.ckpt.pickle_vm import run_pickle
-from torchwise.ckpt.values import Call, Global, PDict, PSet
+from torchwise.ckpt.picklevm.machine import run_pickle
+from torchwise.ckpt.picklevm.values import Call, Global, PDict, PSet
 
 _leaves = (
     st.none()
@@ -131,8 +131,30 @@ def test_a_stop_keeps_what_ran_before_it() -> None:
 
 
 def test_large_byte_strings_are_skipped_not_kept() -> None:
-    from torchwise.ckpt.opcodes import LARGE, SkippedBytes
+    from torchwise.ckpt.picklevm.source import LARGE, SkippedBytes
 
     blob = pickle.dumps({"raw": b"\x00" * (LARGE + 10), "after": 7}, protocol=4)
     value = run_pickle(io.BytesIO(blob)).value
     assert value["raw"] == SkippedBytes(LARGE + 10) and value["after"] == 7
+
+
+def test_the_opcode_table_covers_every_opcode_pickle_defines() -> None:
+    import pickletools
+
+    from torchwise.ckpt.picklevm.registry import opcode_table
+
+    table = opcode_table()
+    expected = {op.code.encode("latin-1")[0]: op.name for op in pickletools.opcodes}
+    assert table.names == expected
+
+
+def test_handler_modules_register_nothing_when_imported() -> None:
+    """The registry collects handlers explicitly; importing a handler module has no effect."""
+    import importlib
+
+    from torchwise.ckpt.picklevm import registry
+
+    module = importlib.import_module("torchwise.ckpt.picklevm.handlers.stack")
+    assert not any(name.isupper() and isinstance(v, dict) for name, v in vars(module).items())
+    assert registry.HANDLER_MODULES[0] == "stack"
+    assert registry.opcode_table().handlers[ord("(")] is module.load_mark

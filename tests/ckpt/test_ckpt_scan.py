@@ -118,9 +118,21 @@ def _cut(src: Path, dst: Path, keep: float) -> Path:
     return dst
 
 
-@pytest.mark.parametrize(
-    ("kind", "keep"), [("state dict", 0.5), ("legacy format", 0.9), ("plain pickle of data", 0.5)]
-)
+def test_truncated_legacy_file_is_read_by_pickle_load(
+    benign: dict[str, Path], tmp_path: Path
+) -> None:
+    """Cut in its storages, a legacy file still starts with whole pickles: torch.load fails,
+    pickle.load reads the first (an int). No loader runs anything: safe, and torch's failure
+    is said."""
+    path = _cut(benign["legacy format"], tmp_path / "cut.pt", 0.9)
+    [result] = scan(path).files
+    assert result.verdict == "safe"
+    assert "truncated" in result.loaders["torch.load"]
+    assert result.loaders["pickle.load"] == "reads"
+    assert any(note.startswith("torch.load fails: truncated") for note in result.notes)
+
+
+@pytest.mark.parametrize(("kind", "keep"), [("state dict", 0.5), ("plain pickle of data", 0.5)])
 def test_truncated_file_is_an_error(
     kind: str, keep: float, benign: dict[str, Path], tmp_path: Path
 ) -> None:

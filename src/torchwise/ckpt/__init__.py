@@ -7,14 +7,18 @@
   (never imports torch either).
 - :func:`convert`: to safetensors, only after a clean scan, streamed tensor by
   tensor and verified byte for byte; :func:`load_converted` rebuilds the original.
+
+Its parts: :mod:`.picklevm` (the pickle machine), :mod:`.formats` (zip, tar and the
+other containers, read as each loader reads them), :mod:`.loaders` (one model per
+loader of where it finds pickles and code), :mod:`.policy` (the allowlist), and
+:mod:`.conversion` (convert and its inverse).
 """
 
-# Imported eagerly on purpose: ``scan`` and ``convert`` are also submodule names, and
-# importing a submodule later would otherwise rebind the package attribute to it.
+# Imported eagerly on purpose: ``scan`` is also a submodule name, and importing a
+# submodule later would otherwise rebind the package attribute to it.
 from torchwise.ckpt.budgets import Budgets
 from torchwise.ckpt.contents import InspectResult, OptimizerSummary, TensorEntry, inspect
-from torchwise.ckpt.convert import ConvertOptions, ConvertResult, convert
-from torchwise.ckpt.restore import load_converted
+from torchwise.ckpt.conversion import ConvertOptions, ConvertResult, convert, load_converted
 from torchwise.ckpt.scan import FileScan, Finding, ScanReport, scan
 
 __all__ = [

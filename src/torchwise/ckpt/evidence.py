@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchwise.ckpt.values import Call, Global, PersistentRef, Unknown
+from torchwise.ckpt.picklevm.values import Call, Global, PersistentRef, Unknown
 
 _NUMPY_SCALAR = frozenset({"numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar"})
 _NUMPY_DTYPE = "numpy.dtype"

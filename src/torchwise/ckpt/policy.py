@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from torchwise.errors import TorchwiseError
 
 
 class Verdict(enum.IntEnum):
@@ -165,6 +168,11 @@ WARNING: dict[str, str] = {
     "pytorch_lightning.utilities.parsing.AttributeDict": _LIGHTNING,
     "lightning.fabric.utilities.data.AttributeDict": _LIGHTNING,
     "lightning_fabric.utilities.data.AttributeDict": _LIGHTNING,
+    **{
+        f"{prefix}joblib.numpy_pickle.NumpyArrayWrapper": "joblib's stand-in for a NumPy array "
+        "(joblib reads the array's data from the stream after it, and so does the scan)"
+        for prefix in ("", "sklearn.externals.")
+    },
 }
 
 _RUNS_CODE = "runs arbitrary code"
@@ -217,7 +225,16 @@ _BUILTIN_REASONS = {
     "input": "reads from the terminal",
     "breakpoint": "starts a debugger",
 }
+_JOBLIB_FILE = (
+    "joblib.load opens the file it names (a path from the pickle) and numpy.loads it with "
+    "allow_pickle=True"
+)
 DANGEROUS_NAMES: dict[str, str] = {
+    **{
+        f"{prefix}joblib.numpy_pickle_compat.{name}": _JOBLIB_FILE
+        for prefix in ("", "sklearn.externals.")
+        for name in ("NDArrayWrapper", "ZNDArrayWrapper")
+    },
     "torch.load": "loads another (unchecked) pickle",
     "torch.serialization.load": "loads another (unchecked) pickle",
     "torch.hub.load": "downloads and runs code",
@@ -278,3 +295,16 @@ def classify(qualname: str) -> Classification:
         Verdict.UNSAFE,
         f"not on the allowlist: loading imports {parts[0]} and calls into it",
     )
+
+
+def check_allowed(names: Iterable[str]) -> frozenset[str]:
+    """``--allow`` values: each a dotted ``module.Name``; anything else is a usage error."""
+    checked = frozenset(names)
+    for name in sorted(checked):
+        parts = name.split(".")
+        if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+            raise TorchwiseError(
+                f"--allow {name!r} is not a global's name",
+                hint="write it as module.Name, e.g. --allow numpy.core.multiarray._reconstruct",
+            )
+    return checked

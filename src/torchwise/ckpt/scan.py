@@ -1,18 +1,19 @@
-"""``torchwise ckpt scan``: is this checkpoint safe to load? An allowlist, with evidence.
+"""``torchwise ckpt scan``: could loading this checkpoint run code? Per loader, with evidence.
 
-The file is read along torch.load's own route (:mod:`torchwise.ckpt.reader`)
-and every pickle in it, loaded by torch or merely present, is judged:
+Each file is read along the route of every loader a user could point at it
+(:mod:`torchwise.ckpt.loaders.routes`: ``torch.load``, ``torch.jit.load``,
+``numpy.load(allow_pickle=True)``, ``joblib.load``, ``pickle.load``,
+safetensors), and everything any of them would unpickle or run is judged
+(:mod:`torchwise.ckpt.judge`). Verdicts:
 
-- every global it imports, by :mod:`torchwise.ckpt.policy` (weights_only's allowlist);
-- every anomaly the machine recorded (a computed import, BUILD on a class, ...);
-- every structural trick of the container (zip member confusion, tar links, frames);
-- every budget it exhausted: **too large to vet** is unsafe, because torch would
-  have gone on unpickling what the scan did not see.
-
-Verdicts: ``unsafe`` (exit 1) whenever any of that is found, even in a file torch
-would then fail on; ``error`` (exit 2) when nothing unsafe was found and torch.load
-fails on the file (corrupt, truncated, not a checkpoint); ``warning`` for
-known-benign non-tensor objects; ``safe`` otherwise.
+- ``unsafe`` (exit 1): some loader would run code the allowlist does not
+  admit (a global, a call the scan cannot vet, TorchScript, a native library),
+  the structure makes readers disagree, or a budget ended the vetting early;
+  the finding names the loaders. A pickle no modelled loader reaches is judged
+  too (fail-closed).
+- ``error`` (exit 2): nothing unsafe, and no loader reads the file at all
+  (corrupt, truncated, not a checkpoint).
+- ``warning``: known-benign objects that are not tensors; ``safe`` otherwise.
 """
 
 from __future__ import annotations
@@ -23,44 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
-from torchwise.ckpt.container import Container, PickleMember
-from torchwise.ckpt.evidence import caller_index, numpy_object_scalars, render
-from torchwise.ckpt.policy import Verdict, classify
-from torchwise.ckpt.reader import read_container
+from torchwise.ckpt.folders import CHECKPOINT_SUFFIXES, IndexView, Targets, expand
+from torchwise.ckpt.formats.container import Container
+from torchwise.ckpt.judge import Finding, Judgement, judge_container
+from torchwise.ckpt.loaders.names import ALL_LOADERS, TORCH_LOAD
+from torchwise.ckpt.loaders.routes import read_container
+from torchwise.ckpt.policy import check_allowed
 from torchwise.errors import ExitCode, TorchwiseError
 
-#: suffixes a directory scan picks up
-CHECKPOINT_SUFFIXES = frozenset(
-    {".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".safetensors", ".tar", ".model",
-     ".pyt", ".pt2", ".joblib", ".pte"}
-)  # fmt: skip
-_MAX_PER_GLOBAL = 5
-_TRICK_RULES = {
-    "too-large": "too-large-to-vet",
-    "torchscript": "torchscript-code",
-    "native-code": "native-code",
-    "bad-checksum": "archive-checksum",
-}
-_SEVERITY_RULE = {
-    Verdict.WARNING: ("warning", "non-tensor-object"),
-    Verdict.UNSAFE: ("unsafe", "unsafe-global"),
-    Verdict.DANGEROUS: ("dangerous", "dangerous-global"),
-}
-
-
-@dataclass
-class Finding:
-    #: dangerous, unsafe or warning
-    severity: str
-    #: dangerous-global, unsafe-global, non-tensor-object, malformed-pickle, torchscript-code,
-    #: archive-confusion, too-large-to-vet, native-code
-    rule: str
-    global_name: str | None
-    reason: str
-    member: str
-    offset: int
-    #: the call the unpickler would make, e.g. ``posix.system('touch /tmp/x')``
-    call: str | None = None
+__all__ = [
+    "CHECKPOINT_SUFFIXES",
+    "FileScan",
+    "Finding",
+    "ScanReport",
+    "expand",
+    "scan",
+    "scan_file",
+    "scan_targets",
+]
 
 
 @dataclass
@@ -73,25 +54,37 @@ class FileScan:
     #: every global referenced, with how often
     globals: dict[str, int] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
+    #: why no loader reads the file (the first loader's reason), when the verdict is error
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: loader -> "reads", or why it refuses or fails
+    loaders: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class ScanReport:
     files: list[FileScan]
+    #: each sharded checkpoint's index, as its loader sees it
+    indexes: list[IndexView] = field(default_factory=list)
+    #: files in a folder that looked like a format but that no loader reads
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
         verdicts = {f.verdict for f in self.files}
-        if "unsafe" in verdicts:
+        if "unsafe" in verdicts or any(i.outside for i in self.indexes):
             return ExitCode.FINDINGS
-        if "error" in verdicts:
+        if "error" in verdicts or any(i.error or i.missing for i in self.indexes):
             return ExitCode.ERROR
         return ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
-        return {"files": [asdict(f) for f in self.files], "exit_code": int(self.exit_code)}
+        return {
+            "files": [asdict(f) for f in self.files],
+            "indexes": [asdict(i) for i in self.indexes],
+            "skipped": self.skipped,
+            "exit_code": int(self.exit_code),
+        }
 
 
 def scan(
@@ -100,56 +93,62 @@ def scan(
     budgets: Budgets = DEFAULT_BUDGETS,
     progress: Callable[[Path], None] | None = None,
 ) -> ScanReport:
-    """Scan files or directories; ``allow`` names globals (``module.Name``) to accept.
+    """Scan files or folders; ``allow`` names globals (``module.Name``) to accept.
 
-    ``progress`` is called with each file before it is scanned (for a progress bar).
+    A folder is every checkpoint in it and each index file's view (see
+    :mod:`torchwise.ckpt.folders`). ``progress`` is called with each file before it
+    is scanned (for a progress bar).
     """
-    targets = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    allowed = frozenset(allow)
-    files: list[FileScan] = []
-    for path in expand(targets):
+    allowed = check_allowed(allow)
+    targets = expand([paths] if isinstance(paths, (str, Path)) else list(paths))
+    return scan_targets(targets, allowed, budgets, progress)
+
+
+def scan_targets(
+    targets: Targets,
+    allowed: frozenset[str] = frozenset(),
+    budgets: Budgets = DEFAULT_BUDGETS,
+    progress: Callable[[Path], None] | None = None,
+) -> ScanReport:
+    """Scan what :func:`torchwise.ckpt.folders.expand` found."""
+    report = ScanReport([], targets.indexes)
+    for path, sniffed in targets.files:
         if progress is not None:
             progress(path)
-        files.append(scan_file(path, allowed, budgets))
-    return ScanReport(files)
-
-
-def expand(targets: Sequence[str | Path]) -> list[Path]:
-    """Files to scan: each target itself, or the checkpoint files under a directory."""
-    found: list[Path] = []
-    for target in map(Path, targets):
-        if not target.exists():
-            raise TorchwiseError(f"{target}: no such file or directory")
-        if not target.is_dir() or any(target.glob("*.index.json")):
-            found.append(target)
-            continue
-        inside = sorted(
-            p for p in target.rglob("*") if p.is_file() and p.suffix.lower() in CHECKPOINT_SUFFIXES
-        )
-        if not inside:
-            raise TorchwiseError(
-                f"{target}: no checkpoint files (*{', *'.join(sorted(CHECKPOINT_SUFFIXES))})",
-                hint="pass the file itself if it has another extension",
-            )
-        found += inside
-    return found
+        result = scan_file(path, allowed, budgets)
+        if sniffed and result.verdict == "error":
+            report.skipped.append(str(path))  # looked like a format, but is not a checkpoint
+        else:
+            report.files.append(result)
+    return report
 
 
 def scan_file(
     path: Path, allowed: frozenset[str] = frozenset(), budgets: Budgets = DEFAULT_BUDGETS
 ) -> FileScan:
+    """One file (or a sharded checkpoint's folder), judged on every loader's route."""
     try:
-        container = read_container(path, budgets, probe_storages=True)
+        container = read_container(path, budgets, probe_storages=True, every_loader=True)
     except TorchwiseError as exc:
         return FileScan(str(path), "unknown", "error", error=exc.message)
     except OSError as exc:
-        return FileScan(str(path), "unknown", "error", error=f"cannot read it ({exc.strerror})")
-    result = FileScan(str(path), container.format, "safe")
-    for part in [container, *container.children]:
-        _judge_container(part, result, allowed)
+        reason = exc.strerror or str(exc)
+        return FileScan(str(path), "unknown", "error", error=f"cannot read {path}: {reason}")
+    judged = Judgement()
+    parts = [container, *container.children]
+    for part in parts:
+        judge_container(part, judged, allowed)
+    result = FileScan(
+        str(path), container.format, "safe", judged.findings, judged.globals, judged.members,
+        notes=judged.notes, loaders=_routes(parts),
+    )  # fmt: skip
+    if not any(state == "reads" for state in result.loaders.values()):
+        result.error = _why_unreadable(result.loaders, container)
+    elif result.loaders.get(TORCH_LOAD, "reads") != "reads":
+        result.notes.append(f"torch.load fails: {result.loaders[TORCH_LOAD]}")
     severities = {f.severity for f in result.findings}
     if severities & {"dangerous", "unsafe"}:
-        result.verdict = "unsafe"  # even when torch would then fail: the payload runs first
+        result.verdict = "unsafe"  # even when the loader would then fail: the payload runs first
     elif result.error is not None:
         result.verdict = "error"
     elif "warning" in severities:
@@ -157,98 +156,20 @@ def scan_file(
     return result
 
 
-def _judge_container(container: Container, out: FileScan, allowed: frozenset[str]) -> None:
-    for trick in container.tricks:
-        rule = _TRICK_RULES.get(trick.kind, "archive-confusion")
-        out.findings.append(
-            Finding(trick.severity, rule, None, trick.message, trick.where, trick.offset)
-        )
-    for member in container.pickles:
-        out.members.append(member.name)
-        _judge_pickle(member, out, allowed)
-    if container.failure and out.error is None:
-        out.error = container.failure
-    out.notes += [n for n in container.notes if n not in out.notes]
-
-
-def _judge_pickle(member: PickleMember, out: FileScan, allowed: frozenset[str]) -> None:
-    pickle = member.result
-    callers = caller_index(pickle.calls)
-    per_global: dict[str, int] = {}
-    for glob in pickle.globals:
-        name = glob.qualname
-        out.globals[name] = out.globals.get(name, 0) + 1
-        verdict = classify(name)
-        if verdict.note and verdict.note not in out.notes:
-            out.notes.append(verdict.note)
-        if verdict.verdict is Verdict.SAFE or name in allowed:
+def _routes(parts: list[Container]) -> dict[str, str]:
+    """Per loader: "reads" when it reads every part, else the first part's failure."""
+    states: dict[str, str] = {}
+    for loader in ALL_LOADERS:
+        failures = [p.routes[loader] for p in parts if loader in p.routes]
+        if not failures:
             continue
-        per_global[name] = per_global.get(name, 0) + 1
-        if per_global[name] > _MAX_PER_GLOBAL:
-            continue
-        severity, rule = _SEVERITY_RULE[verdict.verdict]
-        call = callers.get(id(glob))
-        out.findings.append(
-            Finding(
-                severity,
-                rule,
-                name,
-                verdict.reason,
-                member.name,
-                glob.offset,
-                render(call) if call is not None else None,
-            )
-        )
-    for anomaly in pickle.anomalies:
-        out.findings.append(
-            Finding(
-                "unsafe",
-                "malformed-pickle",
-                None,
-                f"{anomaly.message}: no pickler emits this, and the scan cannot vet it",
-                member.name,
-                anomaly.offset,
-            )
-        )
-    for call in numpy_object_scalars(pickle.calls):
-        out.findings.append(
-            Finding(
-                "unsafe",
-                "malformed-pickle",
-                "numpy.core.multiarray.scalar",
-                "a NumPy scalar of object dtype: older NumPy reads a raw object pointer from "
-                "the pickle's bytes",
-                member.name,
-                call.offset,
-                render(call),
-            )
-        )
-    _judge_stops(member, out)
+        first = next((f for f in failures if f is not None), None)
+        states[loader] = "reads" if first is None else first
+    return states
 
 
-def _judge_stops(member: PickleMember, out: FileScan) -> None:
-    pickle = member.result
-    stop = pickle.stop
-    if stop is not None and stop.kind == "budget":
-        out.findings.append(
-            Finding(
-                "unsafe",
-                "too-large-to-vet",
-                None,
-                f"{stop.message}; torch would go on unpickling what the scan did not see "
-                "(raise the limit with the --max-* flags to vet it)",
-                member.name,
-                stop.offset,
-            )
-        )
-        return
-    if not member.loaded or out.error is not None:
-        return
-    if stop is not None:
-        out.error = f"{member.name}: {stop.message} at byte {stop.offset} (torch.load fails there)"
-    elif pickle.torch_stop is not None:
-        torch_stop = pickle.torch_stop
-        out.error = (
-            f"{member.name}: {torch_stop.message} at byte {torch_stop.offset} "
-            "(torch.load fails there)"
-        )
+def _why_unreadable(loaders: dict[str, str], container: Container) -> str:
+    torch_reason = loaders.get(TORCH_LOAD) or container.failure or "no loader reads it"
+    if len(loaders) < 2:
+        return torch_reason
+    return f"{torch_reason} (and no other loader reads it either)"

@@ -2,7 +2,7 @@
 
 ``torch.save`` pickles a tensor as a call to one of ``torch._utils._rebuild_*``
 whose first argument is a persistent id naming the storage. Here those inert
-:class:`~torchwise.ckpt.pickle_vm.Call` records become :class:`TensorRecord`
+:class:`~torchwise.ckpt.picklevm.machine.Call` records become :class:`TensorRecord`
 (dtype, shape, stride, storage key and size) without importing torch.
 """
 
@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from torchwise.ckpt.values import Call, Global, PersistentRef
+from torchwise.ckpt.picklevm.values import Call, Global, PersistentRef
 
 STORAGE_DTYPES = {
     "FloatStorage": "float32",

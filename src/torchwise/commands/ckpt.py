@@ -89,18 +89,18 @@ def inspect_command(path: str, fmt: str, show_all: bool, budgets: Any, console: 
 def scan_command(
     paths: tuple[str, ...], fmt: str, allow: tuple[str, ...], budgets: Any, console: Console
 ) -> None:
-    """Is it safe to torch.load? Exit 0 safe, 1 unsafe, 2 error (torch.load would fail)."""
+    """Could loading it run code? Exit 0 safe, 1 unsafe, 2 error (no loader reads it)."""
+    from torchwise.ckpt.policy import check_allowed
     from torchwise.ckpt.report import scan_sarif, scan_text
-    from torchwise.ckpt.scan import ScanReport, expand, scan_file
+    from torchwise.ckpt.scan import expand, scan_targets
 
-    files = expand(_existing(paths))
-    results = []
-    with console.progress(len(files) if len(files) > 1 else None, "scanning") as bar:
-        for path in files:
-            bar.advance(0, label=path.name)
-            results.append(scan_file(path, frozenset(allow), budgets))
-            bar.advance()
-    report = ScanReport(results)
+    allowed = check_allowed(allow)
+    targets = expand(_existing(paths))
+    total = len(targets.files)
+    with console.progress(total if total > 1 else None, "scanning") as bar:
+        report = scan_targets(
+            targets, allowed, budgets, progress=lambda path: bar.advance(label=path.name)
+        )
     if fmt == "json":
         console.emit(json.dumps(report.to_json(), indent=2))
     elif fmt == "sarif":
@@ -141,7 +141,7 @@ def convert_command(
     console: Console,
 ) -> None:
     """Convert to safetensors after a clean scan, streaming tensors; verifies every byte."""
-    from torchwise.ckpt.convert import ConvertOptions, convert
+    from torchwise.ckpt.conversion.convert import ConvertOptions, convert
     from torchwise.ckpt.report import convert_text
 
     [source] = _existing((path,))

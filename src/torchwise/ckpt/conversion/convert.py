@@ -7,7 +7,7 @@
 3. Tensors are streamed one at a time into the safetensors file (:mod:`.stwriter`);
    the structure around them (epochs, param groups, integer optimizer keys, tuples,
    hyperparameter namespaces) goes into the metadata as typed JSON
-   (:mod:`.typedjson`), so :func:`torchwise.ckpt.restore.load_converted` rebuilds
+   (:mod:`.typedjson`), so :func:`torchwise.ckpt.conversion.restore.load_converted` rebuilds
    the original object. Tensors safetensors cannot hold are refused, or with
    ``--split`` stored as their parts; values without a JSON form are refused, or
    with ``--drop-non-tensor`` left out and listed.
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, Budgets
-from torchwise.ckpt.convert_plan import Section, flatten, metadata
-from torchwise.ckpt.loading import load_for_conversion
-from torchwise.ckpt.policy import WEIGHTS_ONLY
+from torchwise.ckpt.conversion.loading import load_for_conversion
+from torchwise.ckpt.conversion.plan import Section, flatten, metadata
+from torchwise.ckpt.conversion.verify import check_structure
+from torchwise.ckpt.policy import WEIGHTS_ONLY, check_allowed
 from torchwise.ckpt.scan import scan_file
 from torchwise.errors import OutputError, TorchwiseError
 
@@ -109,7 +110,7 @@ def convert(
 
 def _vet(source: Path, options: ConvertOptions) -> list[Any]:
     """Scan first; the objects weights_only loading needs beyond its own allowlist."""
-    report = scan_file(source, options.allow, options.budgets)
+    report = scan_file(source, check_allowed(options.allow), options.budgets)
     if report.verdict == "error":
         raise TorchwiseError(f"{source}: {report.error}", hint="nothing was converted")
     unsafe = sorted({f.global_name or f.rule for f in report.findings if f.severity != "warning"})
@@ -143,12 +144,20 @@ def _sections(value: Any, options: ConvertOptions) -> dict[str, tuple[Any, str]]
         raise TorchwiseError("--per-section needs a checkpoint whose top level is a dict")
     import torch
 
-    def has_tensor(obj: Any) -> bool:
-        if isinstance(obj, torch.Tensor):
-            return True
-        if isinstance(obj, dict):
-            return any(has_tensor(v) for v in obj.values())
-        return isinstance(obj, (list, tuple)) and any(has_tensor(v) for v in obj)
+    def has_tensor(root: Any) -> bool:
+        stack, seen = [root], set()
+        while stack:
+            obj = stack.pop()
+            if isinstance(obj, torch.Tensor):
+                return True
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, dict):
+                stack.extend(obj.values())
+            elif isinstance(obj, (list, tuple)):
+                stack.extend(obj)
+        return False
 
     sections = {str(k): (v, str(k)) for k, v in value.items() if has_tensor(v)}
     if not sections:
@@ -174,7 +183,7 @@ def _write_section(
     result: ConvertResult,
     progress: Callable[[int, str], None] | None,
 ) -> None:
-    from torchwise.ckpt import stwriter
+    from torchwise.ckpt.conversion import stwriter
 
     meta = metadata(section, source)
     partial = out.with_name(out.name + ".partial")
@@ -188,6 +197,7 @@ def _write_section(
                 handle, section.items, meta, swap_bytes=swap, progress=progress
             )
         result.verified += stwriter.verify(partial, section.items, digests)
+        check_structure(section.value, _written_structure(partial), section)
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -204,6 +214,14 @@ def _write_section(
     result.extras += [k for k in section.extras if k not in result.extras]
     result.dropped += section.dropped
     result.split.update({key: info["note"] for key, info in section.split.items()})
+
+
+def _written_structure(path: Path) -> str:
+    """The structure JSON as it sits in the written file's metadata."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        return str((handle.metadata() or {})["torchwise.structure"])
 
 
 def _safe_objects(names: list[str]) -> list[Any]:

@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.values import PickleResult
+from torchwise.ckpt.loaders.names import EXPORT_LOAD, TORCH_LOAD
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import PickleResult
+
+#: tricks of one kind listed per container (a crafted archive can repeat one a million times)
+_TRICKS_PER_KIND = 20
 
 
 class TrackedFile(io.RawIOBase):
@@ -99,6 +103,8 @@ class Trick:
     kind: str
     #: unsafe, or warning for what misleads other tools but not torch (a bad checksum)
     severity: str = "unsafe"
+    #: the loaders it concerns (the ones that would run the code it names)
+    loaders: tuple[str, ...] = ()
 
 
 @dataclass
@@ -108,11 +114,21 @@ class PickleMember:
     #: where it is: a zip member name, "pickle #2 at byte 80", "tar:storages pickle #3"
     name: str
     #: data (the object torch.load returns), legacy-header, storage-keys, tar-storages,
-    #: tar-tensors, payload (loaded by torch.export.load), extra (not loaded by torch.load)
+    #: tar-tensors, payload (loaded by torch.export.load), array (an object array's data),
+    #: extra (no modelled loader unpickles it: judged all the same)
     role: str
-    #: torch.load (or torch.export.load, for a .pt2) unpickles it
-    loaded: bool
+    #: the loaders that unpickle it (:mod:`torchwise.ckpt.loaders.names`); empty for extras
+    loaders: tuple[str, ...]
     result: PickleResult
+
+    @property
+    def loaded(self) -> bool:
+        """torch.load (or torch.export.load, for a .pt2) unpickles it."""
+        return TORCH_LOAD in self.loaders or EXPORT_LOAD in self.loaders
+
+    def also(self, *loaders: str) -> None:
+        """More loaders unpickle these same bytes the same way."""
+        self.loaders = tuple(dict.fromkeys((*self.loaders, *loaders)))
 
 
 @dataclass
@@ -145,6 +161,10 @@ class Container:
     children: list[Container] = field(default_factory=list)
     file_size: int = 0
     read_ranges: list[tuple[int, int]] = field(default_factory=list)
+    #: loader -> None when it reads the file, else why it refuses or fails
+    routes: dict[str, str | None] = field(default_factory=dict)
+    #: tricks of one kind past the first few, counted but not listed
+    unlisted: dict[str, int] = field(default_factory=dict)
 
     @property
     def data(self) -> PickleMember | None:
@@ -161,6 +181,19 @@ class Container:
             self.failure = reason
 
     def trick(
-        self, message: str, where: str, offset: int, kind: str, severity: str = "unsafe"
+        self,
+        message: str,
+        where: str,
+        offset: int,
+        kind: str,
+        severity: str = "unsafe",
+        loaders: tuple[str, ...] = (),
     ) -> None:
-        self.tricks.append(Trick(message, where, offset, kind, severity))
+        if sum(t.kind == kind for t in self.tricks[-_TRICKS_PER_KIND:]) >= _TRICKS_PER_KIND:
+            self.unlisted[kind] = self.unlisted.get(kind, 0) + 1  # a flood of one kind
+            return
+        self.tricks.append(Trick(message, where, offset, kind, severity, loaders))
+
+    def route(self, loader: str, failure: str | None) -> None:
+        """Record whether ``loader`` reads this file (None) or why it fails; first word wins."""
+        self.routes.setdefault(loader, failure)

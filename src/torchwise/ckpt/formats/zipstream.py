@@ -16,9 +16,9 @@ import struct
 import zlib
 from typing import Any
 
-from torchwise.ckpt.budgets import BudgetExceeded
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.zipdir import ZipError, ZipMember
+from torchwise.ckpt.budgets import BudgetExceeded, Meter
+from torchwise.ckpt.formats.zipdir import ZipError, ZipMember
+from torchwise.ckpt.picklevm.source import ByteStream
 
 
 class _Inflater:
@@ -85,7 +85,9 @@ class MemberStream:
     checksum of what was read, which miniz (as torch builds it) never checks.
     """
 
-    def __init__(self, raw: ByteStream, member: ZipMember, max_bytes: int) -> None:
+    def __init__(
+        self, raw: ByteStream, member: ZipMember, max_bytes: int, meter: Meter | None = None
+    ) -> None:
         if member.data_offset < 0:
             raise ZipError(f"{member.name}: its local header is missing or broken")
         if member.method not in (0, 8, 12, 14):
@@ -95,12 +97,16 @@ class MemberStream:
         self.raw = raw
         self.member = member
         self.position = member.data_offset  # next raw byte to read
-        self.remaining_in = member.compressed_size
+        # miniz reads a stored member's declared (uncompressed) size, a deflated one's
+        # compressed size
+        self.remaining_in = member.size if member.method == 0 else member.compressed_size
         self.produced = 0
         self.limit = member.size
         self.inflater = _Inflater(member.method) if member.method else None
         self.error: str | None = None
         self.crc = 0
+        #: the file's work budget: every byte produced counts, each time the member is read
+        self.meter = meter
 
     def tell(self) -> int:
         return self.produced
@@ -121,6 +127,8 @@ class MemberStream:
             out += piece
         self.produced += len(out)
         self.crc = zlib.crc32(out, self.crc)
+        if self.meter is not None:
+            self.meter.charge_bytes(len(out), self.member.header_offset)
         return bytes(out)
 
     def _raw_chunk(self, n: int) -> bytes:

@@ -1,15 +1,22 @@
-"""Opcodes that build containers and use the memo (see :mod:`torchwise.ckpt.handlers`)."""
+"""Containers: tuples, lists, dicts, sets and the opcodes that fill them."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torchwise.ckpt import ctext
-from torchwise.ckpt.handlers import PickleStop, opcode, text
-from torchwise.ckpt.values import Call, Global, PDict, PersistentRef, PSet, Unhashable, Unknown
+from torchwise.ckpt.picklevm.registry import PickleStop, opcode
+from torchwise.ckpt.picklevm.values import (
+    Call,
+    Global,
+    PDict,
+    PersistentRef,
+    PSet,
+    Unhashable,
+    Unknown,
+)
 
 if TYPE_CHECKING:
-    from torchwise.ckpt.pickle_vm import Machine
+    from torchwise.ckpt.picklevm.machine import Machine
 
 
 # --- containers -----------------------------------------------------------------------
@@ -170,53 +177,3 @@ def describe(value: Any) -> str:
     if isinstance(value, PersistentRef):
         return "a persistent-id object"
     return "a value the scan cannot know"
-
-
-# --- memo -----------------------------------------------------------------------------
-
-
-@opcode(b"p", "PUT")
-def load_put(m: Machine) -> None:
-    line = m.src.line()
-    if len(line) < 2:
-        raise PickleStop("pickle data was truncated (PUT)")
-    value = m.top()  # _pickle.c checks the stack before parsing the key
-    try:
-        key = ctext.parse_memo_key(line)
-    except ctext.TextError as exc:
-        raise PickleStop(str(exc)) from None
-    if key < 0:
-        raise PickleStop("negative PUT argument")
-    m.memo_put(key, value)
-
-
-@opcode(b"q", "BINPUT")
-def load_binput(m: Machine) -> None:
-    key = m.src.u8()
-    m.memo_put(key, m.top())
-
-
-@opcode(b"r", "LONG_BINPUT")
-def load_long_binput(m: Machine) -> None:
-    key = m.src.u32()
-    m.memo_put(key, m.top())
-
-
-@opcode(b"\x94", "MEMOIZE")
-def load_memoize(m: Machine) -> None:
-    m.memo_put(len(m.memo), m.top())
-
-
-@opcode(b"g", "GET")
-def load_get(m: Machine) -> None:
-    m.stack.append(m.memo_get(text(m, ctext.parse_memo_key)))
-
-
-@opcode(b"h", "BINGET")
-def load_binget(m: Machine) -> None:
-    m.stack.append(m.memo_get(m.src.u8()))
-
-
-@opcode(b"j", "LONG_BINGET")
-def load_long_binget(m: Machine) -> None:
-    m.stack.append(m.memo_get(m.src.u32()))

@@ -25,11 +25,12 @@ import tarfile
 from typing import Any, cast
 
 from torchwise.ckpt.budgets import Meter
-from torchwise.ckpt.container import Container, PickleMember, WindowFile
-from torchwise.ckpt.opcodes import ByteStream
-from torchwise.ckpt.pickle_vm import run_pickle
+from torchwise.ckpt.formats.container import Container, PickleMember, WindowFile
+from torchwise.ckpt.loaders.names import TORCH_LOAD
+from torchwise.ckpt.picklevm.machine import run_pickle
+from torchwise.ckpt.picklevm.source import ByteStream
+from torchwise.ckpt.picklevm.values import Global, PickleResult
 from torchwise.ckpt.tensors import ELEMENT_SIZE, STORAGE_DTYPES
-from torchwise.ckpt.values import Global, PickleResult
 
 _INT64 = struct.Struct("<q")
 _INT32 = struct.Struct("<i")
@@ -137,7 +138,7 @@ class _TarReader:
         self, stream: WindowFile, size: int, name: str, role: str = "tar-storages"
     ) -> PickleResult:
         result = run_pickle(stream, stream.tell(), meter=self.meter, size=size, rewind=True)
-        self.container.pickles.append(PickleMember(name, role, True, result))
+        self.container.pickles.append(PickleMember(name, role, (TORCH_LOAD,), result))
         return result
 
     def storages(self, stream: WindowFile, size: int) -> None:
@@ -211,7 +212,7 @@ class _TarReader:
         result = run_pickle(stream, 0, meter=self.meter, size=member.size)
         if result.complete or result.globals or result.calls or result.anomalies:
             name = f"tar:{member.name}"
-            self.container.pickles.append(PickleMember(name, "extra", False, result))
+            self.container.pickles.append(PickleMember(name, "extra", (), result))
 
 
 def _usable(result: PickleResult) -> bool:

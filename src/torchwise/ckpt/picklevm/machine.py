@@ -1,11 +1,12 @@
 """A symbolic pickle machine: CPython's C unpickler, opcode for opcode, minus the imports.
 
 The machine keeps the unpickler's stack, mark stack and memo exactly as
-``_pickle.c`` does and dispatches through one opcode table (:data:`DISPATCH`,
-byte -> method, like ``pickle.Unpickler.dispatch``). Plain data is rebuilt as
+``_pickle.c`` does and dispatches through one opcode table
+(:func:`~torchwise.ckpt.picklevm.registry.opcode_table`, byte -> handler, like
+``pickle.Unpickler.dispatch``). Plain data is rebuilt as
 real values; ``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``, ``REDUCE``,
 ``NEWOBJ``, ``BUILD``, persistent ids and extension codes become inert records
-(:mod:`torchwise.ckpt.values`). Nothing here imports a module the pickle names
+(:mod:`torchwise.ckpt.picklevm.values`). Nothing here imports a module the pickle names
 or calls anything from it.
 
 Where the C unpickler raises, the machine raises :class:`PickleStop` with the
@@ -15,27 +16,49 @@ only torch.load's settings make it raise (a ``STRING`` that is not UTF-8, a
 first such point in ``torch_stop`` and goes on, so a payload behind it is still
 judged. Where it cannot know what the unpickler would do (a computed import, a
 call of a call's result, BUILD on a class) it records an
-:class:`~torchwise.ckpt.values.Anomaly`: unsafe, because fail-closed.
+:class:`~torchwise.ckpt.picklevm.values.Anomaly`: unsafe, because fail-closed.
 """
 
 from __future__ import annotations
 
 import _compat_pickle
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from torchwise.ckpt.budgets import DEFAULT_BUDGETS, BudgetExceeded, Meter
-from torchwise.ckpt.handlers import DISPATCH, PickleStop
-from torchwise.ckpt.opcodes import LARGE, ByteStream, SkippedBytes, SkippedText, Source, Truncated
-from torchwise.ckpt.values import Anomaly, Call, Global, PDict, PickleResult, Stop, is_plain
+from torchwise.ckpt.picklevm import ctext
+from torchwise.ckpt.picklevm.registry import PickleStop, opcode_table
+from torchwise.ckpt.picklevm.source import (
+    LARGE,
+    ByteStream,
+    SkippedBytes,
+    SkippedText,
+    Source,
+    Truncated,
+)
+from torchwise.ckpt.picklevm.values import (
+    Anomaly,
+    Call,
+    Global,
+    PDict,
+    PickleResult,
+    Stop,
+    is_plain,
+)
 
-__all__ = ["Machine", "PickleStop", "run_pickle"]
+__all__ = ["BuildHook", "Machine", "PickleStop", "run_pickle"]
+
+#: called after BUILD with the machine and the object built (a loader's unpickler subclass)
+BuildHook = Callable[["Machine", Any], None]
 
 #: types whose zero-argument call is an empty mapping that SETITEMS then fills
 _DICT_TYPES = frozenset({"collections.OrderedDict", "builtins.dict", "collections.Counter"})
 _UNSIGNED = {1: struct.Struct("<B"), 2: struct.Struct("<H"), 4: struct.Struct("<I"),
              8: struct.Struct("<Q")}  # fmt: skip
 _INT4 = struct.Struct("<i")
+#: entries kept in each per-pickle cache of names
+_CACHE = 4096
 
 
 class Machine:
@@ -46,8 +69,11 @@ class Machine:
         *,
         encoding: str = "utf-8",
         module_mapping: dict[str, str] | None = None,
+        on_build: BuildHook | None = None,
     ) -> None:
         self.src = source
+        #: a loader's own BUILD step (joblib reads array data that follows it)
+        self.on_build = on_build
         self.meter = meter
         self.budgets = meter.budgets
         self.encoding = encoding
@@ -59,10 +85,13 @@ class Machine:
         self.at = source.offset
         self.frame_end = -1
         self.result = PickleResult(None, 0, [], [], [], [], source.offset, source.offset, 0)
+        #: name lines and fixed names seen before (a bomb repeats one global a million times)
+        self._names: dict[bytes, str] = {}
+        self._fixed: dict[tuple[str, str, bool], tuple[str, str]] = {}
 
     # --- the loop -----------------------------------------------------------------
     def run(self) -> PickleResult:
-        src, table, result = self.src, DISPATCH, self.result
+        src, table, result = self.src, opcode_table().handlers, self.result
         allowed = self.budgets.max_opcodes - self.meter.opcodes
         n = 0
         try:
@@ -161,6 +190,18 @@ class Machine:
             return raw.decode("latin-1")
 
     def make_global(self, module: str, name: str, opcode_name: str) -> Global:
+        key = (module, name, self.proto < 3)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            fixed = self._fix(module, name)
+            if len(self._fixed) < _CACHE:
+                self._fixed[key] = fixed
+        glob = Global(module, name, self.at, opcode_name, fixed[0], fixed[1])
+        self.result.globals.append(glob)
+        return glob
+
+    def _fix(self, module: str, name: str) -> tuple[str, str]:
+        """The name find_class imports: torch's module mapping, then Python 2's names."""
         fixed_module = self.module_mapping.get(module, module)
         fixed_name = name
         if self.proto < 3:  # Unpickler(fix_imports=True) for Python 2 pickles
@@ -168,9 +209,22 @@ class Machine:
                 fixed_module, fixed_name = _compat_pickle.NAME_MAPPING[(fixed_module, name)]
             else:
                 fixed_module = _compat_pickle.IMPORT_MAPPING.get(fixed_module, fixed_module)
-        glob = Global(module, name, self.at, opcode_name, fixed_module, fixed_name)
-        self.result.globals.append(glob)
-        return glob
+        return fixed_module, fixed_name
+
+    def name_line(self) -> str:
+        """A GLOBAL module or attribute line: UTF-8 without its newline (a ``\\r`` stays)."""
+        line = self.src.line()
+        cached = self._names.get(line)
+        if cached is None:
+            if len(line) < 2:
+                raise PickleStop("pickle data was truncated (a GLOBAL/INST name)")
+            try:
+                cached = line[:-1].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PickleStop(str(exc)) from None
+            if len(self._names) < _CACHE:
+                self._names[line] = cached
+        return cached
 
     def call(self, func: Any, args: Any, opcode_name: str, kwargs: Any = None) -> Any:
         if not isinstance(func, Global):
@@ -201,6 +255,13 @@ class Machine:
         memo[key] = value
         if len(memo) > self.budgets.max_memo:
             raise BudgetExceeded("the memo size", self.budgets.max_memo)
+
+    def line_arg(self, parse: Callable[[bytes], Any]) -> Any:
+        """A protocol 0 argument: one line, parsed as the C unpickler parses it."""
+        try:
+            return parse(self.src.line())
+        except ctext.TextError as exc:
+            raise PickleStop(str(exc)) from None
 
     def text(self, size: int) -> Any:
         """A BINUNICODE argument of ``size`` bytes: UTF-8 with surrogates, as C decodes it."""
@@ -277,6 +338,7 @@ def run_pickle(
     rewind: bool = False,
     encoding: str = "utf-8",
     module_mapping: dict[str, str] | None = None,
+    on_build: BuildHook | None = None,
 ) -> PickleResult:
     """Rebuild one pickle from ``stream`` (at offset ``start``, default its tell()).
 
@@ -288,7 +350,9 @@ def run_pickle(
         stream.seek(begin)
     meter = meter or Meter(DEFAULT_BUDGETS)
     source = Source(stream, begin, meter.budgets.max_bytes, size, seekable)
-    machine = Machine(source, meter, encoding=encoding, module_mapping=module_mapping)
+    machine = Machine(
+        source, meter, encoding=encoding, module_mapping=module_mapping, on_build=on_build
+    )
     result = machine.run()
     if rewind and result.complete:
         source.rewind()

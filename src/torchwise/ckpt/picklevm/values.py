@@ -68,24 +68,20 @@ class Unknown:
 
 class PDict(dict[Any, Any]):
     """A dict built by the pickle; ``type_name`` is set for dict subclasses
-    (``collections.OrderedDict``) and ``state`` for a BUILD applied to it."""
+    (``collections.OrderedDict``) and ``state`` for a BUILD applied to it.
 
-    __slots__ = ("state", "type_name")
+    The defaults are class attributes (no ``__init__`` of our own): a bomb of a million
+    empty dicts then costs what a million dicts cost, not a Python call each.
+    """
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.type_name: str | None = None
-        self.state: Any = None
+    type_name: str | None = None
+    state: Any = None
 
 
 class PSet(list[Any]):
     """A set or frozenset from the pickle (kept as a list: items may be unhashable)."""
 
-    __slots__ = ("frozen",)
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.frozen = False
+    frozen: bool = False
 
 
 @dataclass(eq=False)
@@ -151,6 +147,6 @@ def is_plain(value: Any) -> bool:
     """A value the machine knows exactly: not a record of an import, a call or an unknown."""
     if type(value) in _PLAIN:
         return True
-    from torchwise.ckpt.opcodes import SkippedBytes, SkippedText
+    from torchwise.ckpt.picklevm.source import SkippedBytes, SkippedText
 
     return isinstance(value, (SkippedBytes, SkippedText))

@@ -1,21 +1,21 @@
-"""Opcodes that import, call, build objects, and frame the stream (see :mod:`.handlers`)."""
+"""Imports, calls and objects: GLOBAL, STACK_GLOBAL, INST, OBJ, REDUCE, NEWOBJ, BUILD, persistent
+ids and extension codes. Each becomes an inert record (:mod:`torchwise.ckpt.picklevm.values`)."""
 
 from __future__ import annotations
 
 import struct
 from typing import TYPE_CHECKING, Any
 
-from torchwise.ckpt import ctext
-from torchwise.ckpt.handlers import NAMES, PickleStop, opcode, text
-from torchwise.ckpt.handlers_containers import describe
-from torchwise.ckpt.opcodes import SkippedText
-from torchwise.ckpt.values import Call, Global, PDict, PersistentRef, Unknown, is_plain
+from torchwise.ckpt.picklevm import ctext
+from torchwise.ckpt.picklevm.handlers.containers import describe
+from torchwise.ckpt.picklevm.registry import PickleStop, opcode
+from torchwise.ckpt.picklevm.source import SkippedText
+from torchwise.ckpt.picklevm.values import Call, Global, PDict, PersistentRef, Unknown, is_plain
 
 if TYPE_CHECKING:
-    from torchwise.ckpt.pickle_vm import Machine
+    from torchwise.ckpt.picklevm.machine import Machine
 
 _INT4 = struct.Struct("<i")
-_HIGHEST_PROTOCOL = 5
 
 
 # --- imports, calls and objects -------------------------------------------------------
@@ -23,8 +23,8 @@ _HIGHEST_PROTOCOL = 5
 
 @opcode(b"c", "GLOBAL")
 def load_global(m: Machine) -> None:
-    module = text(m, _utf8_name)
-    name = text(m, _utf8_name)
+    module = m.name_line()
+    name = m.name_line()
     m.stack.append(m.make_global(module, name, "GLOBAL"))
 
 
@@ -65,8 +65,8 @@ def _short(value: Any) -> str:
 @opcode(b"i", "INST")
 def load_inst(m: Machine) -> None:
     args = m.pop_mark()  # _pickle.c looks for the MARK before reading the names
-    module = text(m, _ascii_name)
-    name = text(m, _ascii_name)
+    module = m.line_arg(_ascii_name)
+    name = m.line_arg(_ascii_name)
     cls = m.make_global(module, name, "INST")
     m.stack.append(m.call(cls, tuple(args), "INST"))
 
@@ -121,11 +121,13 @@ def load_build(m: Machine) -> None:
         m.anomaly(f"BUILD on {describe(target)}")
     elif state is not None:
         m.soft_stop(f"BUILD on a {type(target).__name__} (the unpickler raises)")
+    if m.on_build is not None:
+        m.on_build(m, target)
 
 
 @opcode(b"P", "PERSID")
 def load_persid(m: Machine) -> None:
-    ref = PersistentRef(text(m, ctext.parse_persid), m.at)
+    ref = PersistentRef(m.line_arg(ctext.parse_persid), m.at)
     m.result.persistent_ids.append(ref)
     m.stack.append(ref)
 
@@ -142,10 +144,10 @@ def _extension(m: Machine, nbytes: int) -> None:
     if code <= 0:
         raise PickleStop("EXT specifies code <= 0")
     # copyreg's extension registry maps the code to whatever the loading process registered.
-    m.stack.append(m.make_global("copyreg._extension_registry", str(code), NAMES[_EXT[nbytes]]))
+    m.stack.append(m.make_global("copyreg._extension_registry", str(code), _EXT[nbytes]))
 
 
-_EXT = {1: 0x82, 2: 0x83, 4: 0x84}
+_EXT = {1: "EXT1", 2: "EXT2", 4: "EXT4"}
 
 
 @opcode(b"\x82", "EXT1")
@@ -161,26 +163,3 @@ def load_ext2(m: Machine) -> None:
 @opcode(b"\x84", "EXT4")
 def load_ext4(m: Machine) -> None:
     _extension(m, 4)
-
-
-# --- protocol and framing ---------------------------------------------------------------
-
-
-@opcode(b"\x80", "PROTO")
-def load_proto(m: Machine) -> None:
-    proto = m.unsigned(1)
-    if proto > _HIGHEST_PROTOCOL:
-        raise PickleStop(f"unsupported pickle protocol: {proto}")
-    m.proto = m.result.protocol = proto
-
-
-@opcode(b"\x95", "FRAME")
-def load_frame(m: Machine) -> None:
-    length = m.unsigned(8)
-    if m.frame_end > m.at:
-        m.anomaly("a FRAME inside another frame: readers disagree on where each ends")
-    remaining = m.src.remaining()
-    if remaining is not None and length > remaining:
-        # The C unpickler reads the whole frame first and raises; the Python one reads on.
-        m.soft_stop(f"a FRAME of {length:,} bytes where {remaining:,} remain (torch raises here)")
-    m.frame_end = m.src.offset + length

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchwise.ckpt.budgets import Budgets
-from torchwise.ckpt.container import Container
-from torchwise.ckpt.convert_plan import SAFETENSORS_NAMES, Loaded
-from torchwise.ckpt.reader import read_container
-from torchwise.ckpt.restricted import restricted_pickle_module
-from torchwise.ckpt.zipdir import read_directory
+from torchwise.ckpt.conversion.plan import SAFETENSORS_NAMES, Loaded
+from torchwise.ckpt.conversion.restricted import restricted_pickle_module
+from torchwise.ckpt.formats.container import Container
+from torchwise.ckpt.formats.zipdir import read_directory
+from torchwise.ckpt.loaders.routes import read_container
+from torchwise.ckpt.loaders.torch_load import readable
 from torchwise.errors import TorchwiseError
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ _NAMES_TO_DTYPE = {v: k for k, v in SAFETENSORS_NAMES.items()}
 
 
 def load_for_conversion(source: Path, extra: list[Any], budgets: Budgets, split: bool) -> Loaded:
-    container = read_container(source, budgets)
+    with readable(source):
+        container = read_container(source, budgets)
     parts = container.children or [container]
     if container.format == "torchscript":
         raise TorchwiseError(
@@ -151,27 +153,26 @@ def _torch_reason(exc: Exception) -> str:
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor under ``value``, each once (an explicit stack: any depth, any sharing)."""
     import torch
 
     found: list[torch.Tensor] = []
     seen: set[int] = set()
-
-    def walk(obj: Any) -> None:
+    stack = [value]
+    while stack:
+        obj = stack.pop()
         if id(obj) in seen:
-            return
+            continue
         seen.add(id(obj))
         if isinstance(obj, torch.Tensor):
             found.append(obj)
+            stack.extend(vars(obj).values())
         elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
+            stack.extend(obj.values())
         elif isinstance(obj, (list, tuple, set, frozenset)):
-            for v in obj:
-                walk(v)
+            stack.extend(obj)
         elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-            walk(vars(obj))
-
-    walk(value)
+            stack.extend(vars(obj).values())
     return found
 
 
@@ -185,6 +186,8 @@ def _attach_sources(path: Path, tensors: list[torch.Tensor]) -> bool:
             return False
         storage = tensor.untyped_storage()
         offset = getattr(storage, "_checkpoint_offset", None)
+        if offset is None and not storage.nbytes():
+            continue  # saved without data (a meta tensor): nothing to stream
         member = stored.get(offset) if isinstance(offset, int) else None
         if member is None or member.size < storage.nbytes():
             return False

@@ -83,6 +83,8 @@ class Source:
         #: where the stream ends, when known (frames and lengths are checked against it)
         self.size = size
         self.seekable = seekable
+        #: bytes passed over by seeking (they cost nothing, so the byte budget leaves them out)
+        self.sought = 0
 
     @property
     def offset(self) -> int:
@@ -100,7 +102,7 @@ class Source:
     def _fill(self, n: int) -> bool:
         """Read until ``n`` bytes are available from ``pos``; False if the stream ends
         first (what it had is kept in the buffer)."""
-        if self.offset + n - self.start > self.max_bytes:
+        if self.offset - self.sought + n - self.start > self.max_bytes:
             raise BudgetExceeded("the pickle's size in bytes", self.max_bytes, self.offset)
         parts = [self.buf[self.pos :]]
         self.base += self.pos
@@ -168,15 +170,19 @@ class Source:
         if have >= n:
             self.pos += n
             return
-        if self.offset + n - self.start > self.max_bytes:
+        seeks = self.seekable and self.size is not None
+        if not seeks and self.offset + n - self.start > self.max_bytes:
+            # only bytes that must be read count: a seek past them costs nothing
             raise BudgetExceeded("the pickle's size in bytes", self.max_bytes, self.offset)
         left = n - have
         end_of_buffer = self.base + len(self.buf)
         self.base, self.buf, self.pos = end_of_buffer, b"", 0
-        if self.seekable and self.size is not None:
+        if seeks:
+            assert self.size is not None
             if end_of_buffer + left > self.size:
                 raise Truncated("pickle data was truncated")
             self.stream.seek(end_of_buffer + left)
+            self.sought += left
         else:
             while left:
                 data = self.stream.read(min(left, _MAX_CHUNK)) or b""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from torchwise.ckpt.convert_plan import SAFETENSORS_NAMES, Item
+from torchwise.ckpt.conversion.plan import SAFETENSORS_NAMES, Item
 
 if TYPE_CHECKING:
     import torch
