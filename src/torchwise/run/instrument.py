@@ -1,0 +1,91 @@
+"""The monitors of one run, installed together and undone together.
+
+Which monitors run follows the options: the budget (DataLoader passes, step
+counting) always; the checks unless ``checks=False``; the simulated GPU with
+``as_cuda``; the distributed records in a process that is one rank of several.
+Every patch goes through the session's :class:`~torchwise.run.session.Patches`,
+so :meth:`Instrumentation.uninstall` leaves torch as it found it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from torchwise.run.monitors.loader import LoaderMonitor
+from torchwise.run.session import Session
+from torchwise.run.sites import user_site
+
+
+class Monitor(Protocol):
+    def install(self) -> None: ...
+
+
+class _Budget:
+    """Counting without checking: steps and backwards, for a plain run."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def install(self) -> None:
+        session = self.session
+        original = torch.autograd.backward
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            session.record_backward(user_site())
+            return original(*args, **kwargs)
+
+        session.patches.setattr(torch.autograd, "backward", backward)
+        session.patches.handle(
+            register_optimizer_step_post_hook(lambda opt, a, k: session.record_step(id(opt)))
+        )
+
+
+class Instrumentation:
+    """Builds, installs, finishes and removes the monitors of a session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        options = session.options
+        self.monitors: list[Monitor] = [LoaderMonitor(session, record=options.checks)]
+        self.judges: list[Any] = []
+        if options.as_cuda:
+            from torchwise.run.monitors.devices import DeviceMonitor
+
+            self.monitors.insert(0, DeviceMonitor(session))
+        if not options.checks:
+            self.monitors.append(_Budget(session))
+            return
+        from torchwise.run.monitors.amp import AmpMonitor
+        from torchwise.run.monitors.autograd import AutogradMonitor
+        from torchwise.run.monitors.modules import ModuleMonitor
+        from torchwise.run.monitors.optim import OptimizerMonitor
+
+        modules = ModuleMonitor(session)
+        optimizers = OptimizerMonitor(session, modules)
+        self.monitors += [
+            modules,
+            optimizers,
+            AutogradMonitor(session, modules),
+            AmpMonitor(session, optimizers),
+        ]
+        self.judges = [optimizers]
+        if session.world > 1:
+            from torchwise.run.monitors.distributed import DistributedMonitor
+
+            self.monitors.append(DistributedMonitor(session, modules, optimizers))
+        self.judges += [m for m in self.monitors if hasattr(m, "finish") and m not in self.judges]
+
+    def install(self) -> None:
+        for monitor in self.monitors:
+            monitor.install()
+
+    def finish(self) -> None:
+        """Judge what was recorded (after the script ended, before uninstalling)."""
+        for judge in self.judges:
+            judge.finish()
+
+    def uninstall(self) -> None:
+        self.session.patches.undo()
