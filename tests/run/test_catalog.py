@@ -15,7 +15,7 @@ CHECKS = all_checks()
 
 
 def test_codes_are_unique_stable_and_in_their_family() -> None:
-    assert len(CHECKS) >= 12
+    assert len(CHECKS) >= 18
     for code, check in CHECKS.items():
         assert re.fullmatch(r"TWR\d{3}", code)
         assert check.family in FAMILIES
@@ -45,11 +45,11 @@ def test_explain_and_table() -> None:
 
 def test_run_explain_and_list_need_no_script() -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["run", "--explain", "TWR102"])
+    result = runner.invoke(app, ["run", "--explain", "TWR201"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("# TWR102 parameter-without-gradient")
+    assert result.stdout.startswith("# TWR201 evaluation-in-train-mode")
     result = runner.invoke(app, ["run", "--list-checks"])
-    assert result.exit_code == 0 and "TWR110" in result.stdout
+    assert result.exit_code == 0 and "TWR301" in result.stdout
     result = runner.invoke(app, ["run", "--explain", "TWR999"])
     assert result.exit_code == 2 and "no run check 'TWR999'" in result.stderr
 

@@ -60,18 +60,24 @@ class Instrumentation:
             return
         from torchwise.run.monitors.amp import AmpMonitor
         from torchwise.run.monitors.autograd import AutogradMonitor
+        from torchwise.run.monitors.data import DataMonitor
+        from torchwise.run.monitors.evaluation import EvaluationJudge
         from torchwise.run.monitors.modules import ModuleMonitor
         from torchwise.run.monitors.optim import OptimizerMonitor
 
+        loaders = self.monitors[-1]
+        assert isinstance(loaders, LoaderMonitor)
         modules = ModuleMonitor(session)
         optimizers = OptimizerMonitor(session, modules)
+        data = DataMonitor(session, loaders, modules)
         self.monitors += [
             modules,
             optimizers,
             AutogradMonitor(session, modules),
             AmpMonitor(session, optimizers),
+            data,
         ]
-        self.judges = [optimizers]
+        self.judges = [optimizers, EvaluationJudge(session, modules), data]
         if session.world > 1:
             from torchwise.run.monitors.distributed import DistributedMonitor
 
