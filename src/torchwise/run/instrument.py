@@ -43,18 +43,35 @@ class _Budget:
         )
 
 
+class _Eager:
+    """``torch.compile`` returns what it is given: the monitors need eager execution."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def install(self) -> None:
+        session = self.session
+
+        def compile(model: Any = None, **kwargs: Any) -> Any:
+            session.note("torch.compile is left out: the checks run the model eagerly")
+            if model is None:  # used as @torch.compile(mode=...)
+                return lambda function: function
+            return model
+
+        session.patches.setattr(torch, "compile", compile)
+
+
 class Instrumentation:
     """Builds, installs, finishes and removes the monitors of a session."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
         options = session.options
-        self.monitors: list[Monitor] = [LoaderMonitor(session, record=options.checks)]
+        self.monitors: list[Monitor] = [
+            _Eager(session),
+            LoaderMonitor(session, record=options.checks),
+        ]
         self.judges: list[Any] = []
-        if options.as_cuda:
-            from torchwise.run.monitors.devices import DeviceMonitor
-
-            self.monitors.insert(0, DeviceMonitor(session))
         if not options.checks:
             self.monitors.append(_Budget(session))
             return
@@ -64,6 +81,7 @@ class Instrumentation:
         from torchwise.run.monitors.evaluation import EvaluationJudge
         from torchwise.run.monitors.modules import ModuleMonitor
         from torchwise.run.monitors.optim import OptimizerMonitor
+        from torchwise.run.monitors.repro import ReproMonitor
 
         loaders = self.monitors[-1]
         assert isinstance(loaders, LoaderMonitor)
@@ -76,6 +94,7 @@ class Instrumentation:
             AutogradMonitor(session, modules),
             AmpMonitor(session, optimizers),
             data,
+            ReproMonitor(session, modules, loaders),
         ]
         self.judges = [optimizers, EvaluationJudge(session, modules), data]
         if session.world > 1:
