@@ -72,6 +72,10 @@ class Instrumentation:
             LoaderMonitor(session, record=options.checks),
         ]
         self.judges: list[Any] = []
+        if options.as_cuda:
+            from torchwise.run.monitors.devices import DeviceMonitor
+
+            self.monitors.insert(0, DeviceMonitor(session))  # torch.cuda first
         if not options.checks:
             self.monitors.append(_Budget(session))
             return

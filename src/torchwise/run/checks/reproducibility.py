@@ -144,3 +144,68 @@ class WorkerGeneratorDuplicated:
             optimizer.step()
     ```
     """
+
+
+@check("TWR503", "nondeterministic-op-on-gpu", Severity.ERROR, needs="as_cuda")
+class NondeterministicOpOnGpu:
+    """A script that asks for determinism runs an operation a GPU runs nondeterministically.
+
+    ## What it does
+    Under `--as-cuda`, checks every operation on a tensor that would be on the
+    GPU against the tables of `torch.use_deterministic_algorithms`' own
+    documentation. With `torch.use_deterministic_algorithms(True)`, an
+    operation that has no deterministic CUDA implementation (the backward of
+    `adaptive_avg_pool2d`, `interpolate` in a linear mode, `cumsum` of floats,
+    `histc`, ...) is an error: it raises a `RuntimeError` on the GPU, although
+    it runs on the CPU. With only `torch.backends.cudnn.deterministic = True`,
+    those and the atomics-based ones (`index_add_`, `scatter_add_`, the backward
+    of `gather` and `index_select`) are a hint: cuDNN's flag does not make them
+    deterministic.
+
+    ## Why is this bad?
+    A CPU run cannot show it: the CPU kernels are deterministic. On the GPU
+    node the job either dies at its first step or gives a different model
+    every run although every seed is set.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d((2, 2)), nn.Flatten(), nn.Linear(32, 2)
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(4, 3, 16, 16, device=device)
+        y = torch.randint(0, 2, (4,), device=device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AvgPool2d(7), nn.Flatten(), nn.Linear(32, 2)
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(4, 3, 16, 16, device=device)
+        y = torch.randint(0, 2, (4,), device=device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+    """
