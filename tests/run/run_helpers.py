@@ -10,6 +10,7 @@ subprocess tests. Torch runs single-threaded, as in doctor's tests.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,15 @@ Findings = list[dict[str, Any]]
 def run_source(
     directory: Path, source: str, name: str = "script.py", **options: Any
 ) -> dict[str, Any]:
-    """Write ``source`` to ``directory/name`` and run it in this process; the result dict."""
+    """Write ``source`` to ``directory/name`` and run it there, in this process; the result."""
     path = directory / name
     path.write_text(textwrap.dedent(source), encoding="utf-8")
-    return execute(Target(str(path), None, ()), RunOptions(**options))
+    before = os.getcwd()
+    os.chdir(directory)  # the script's files land next to it, as `cd dir && python name` would
+    try:
+        return execute(Target(str(path), None, ()), RunOptions(**options))
+    finally:
+        os.chdir(before)
 
 
 def codes(result: dict[str, Any], *, serious: bool = False) -> list[str]:
