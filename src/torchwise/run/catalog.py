@@ -33,7 +33,15 @@ FAMILIES: dict[str, str] = {
     "distributed": "Distributed training (TWR6xx)",
 }
 _FAMILY_BY_DIGIT = dict(zip("0123456", FAMILIES, strict=True))
-_CHECK_MODULES = ("run", "training", "evaluation", "data", "devices", "reproducibility")
+_CHECK_MODULES = (
+    "run",
+    "training",
+    "evaluation",
+    "data",
+    "devices",
+    "reproducibility",
+    "distributed",
+)
 
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
 DOCS_URL = f"{REPOSITORY}/blob/main/docs/run.md"

@@ -71,9 +71,12 @@ class RunReport:
         how = f"stopped after {stopped}" if stopped else "ran to its end"
         if s["exit_status"] not in (0, None) and not stopped:
             how = f"ended with status {s['exit_status']}"
+        steps = int(str(s["steps"]))
+        training, evaluation = int(str(s["training_passes"])), int(str(s["evaluation_passes"]))
         return (
-            f"Ran {self.target}{ranks}{cuda}: {s['steps']} optimizer steps, "
-            f"{s['training_passes']} training and {s['evaluation_passes']} evaluation passes; "
+            f"Ran {self.target}{ranks}{cuda}: {steps} optimizer step{'s' * (steps != 1)}, "
+            f"{training} training and {evaluation} evaluation pass"
+            f"{'es' * (training + evaluation != 1 or evaluation != 1)}; "
             f"{how} ({self.wall_seconds:.1f} s)."
         )
 

@@ -286,13 +286,16 @@ class OptimizerMonitor:
                 severity, why = Severity.INFO, "its output is not used by the loss"
             self.session.report(
                 "TWR102",
-                run.site if run is not None else None,
+                (run.site if run is not None else None) or self._first_optimizer_site(),
                 f"`{label}` ({type(module).__name__}) never gets a gradient in "
                 f"{self.session.steps} steps although the optimizer holds its "
                 f"parameters: {why}",
                 severity=severity,
                 evidence=evidence,
             )
+
+    def _first_optimizer_site(self) -> Site | None:
+        return next((site for site in self.optimizer_sites.values() if site is not None), None)
 
     def _unoptimized(self) -> None:
         optimized = self._optimized()
