@@ -96,6 +96,11 @@ dist.destroy_process_group()
 """
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the ranks save their checkpoints in the working directory
+
+
 def _run(tmp_path: Path, body: str) -> list[tuple[str, int, str]]:
     script = tmp_path / "train.py"
     script.write_text(PREAMBLE + textwrap.dedent(body))

@@ -114,19 +114,27 @@ class AutogradMonitor:
     # TWR109 ----------------------------------------------------------------------
     def _after_step(self, optimizer: Any) -> None:
         if 1 <= self.session.steps < SCANNED_STEPS:
-            self._scan(STEP_TAG, "steps")
+            self._scan(STEP_TAG, "steps", None)
 
     def _after_pass(self, ended: Pass) -> None:
-        if not ended.training and ended.batches >= 2:
-            self._scan(CALL_TAG, "evaluation batches")
+        if ended.training or ended.batches < 2:
+            return
+        unused = {
+            c.number for c in self.modules.calls if c.pass_number == ended.number and not c.used
+        }
+        if len(unused) >= 2:
+            self._scan(CALL_TAG, "evaluation batches", unused)
 
-    def _scan(self, tag: str, what: str) -> None:
+    def _scan(self, tag: str, what: str, only: set[int] | None) -> None:
+        """Report a variable whose graphs reach two tagged nodes (of ``only``, if given)."""
         for frame in user_frames(limit=4):
             for name, value in _held(frame):
                 tags: set[int] = set()
                 for tensor in tensors_in(value, limit=64):
                     if tensor.grad_fn is not None and not isinstance(tensor, torch.nn.Parameter):
                         tags |= _tags(tensor.grad_fn, tag)
+                if only is not None:
+                    tags &= only
                 if len(tags) >= 2:
                     self._report_kept(frame, name, len(tags), what)
 
