@@ -58,3 +58,12 @@ def test_rules_explains_run_checks_too() -> None:
     result = CliRunner().invoke(app, ["rules", "TWR101"])
     assert result.exit_code == 0
     assert result.stdout.startswith("# TWR101 gradients-accumulate-across-steps")
+
+
+def test_docs_run_md_lists_every_check() -> None:
+    from pathlib import Path
+
+    from torchwise.run.catalog import markdown_index
+
+    page = (Path(__file__).parents[2] / "docs" / "run.md").read_text(encoding="utf-8")
+    assert markdown_index() in page, "docs/run.md's check list is stale: regenerate it"

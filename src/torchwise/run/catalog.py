@@ -162,6 +162,31 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def markdown_index() -> str:
+    """The "Checks" reference of docs/run.md: one heading and summary per check, by family."""
+    lines = [INDEX_START, ""]
+    checks = all_checks().values()
+    for family, title in FAMILIES.items():
+        members = [c for c in checks if c.family == family]
+        lines += [f"### {title}", ""]
+        for found in members:
+            needs = f" (needs `--{found.needs.replace('_', '-')}`)" if found.needs else ""
+            lines += [
+                f"#### {found.code} {found.name}",
+                "",
+                f"**{found.severity.value}**{needs}. {found.summary} "
+                f"`torchwise run --explain {found.code}` prints the whole documentation.",
+                "",
+            ]
+    return "\n".join([*lines, INDEX_END])
+
+
+INDEX_START = (
+    "<!-- checks: generated from the check docstrings (run/checks/); a test keeps it current -->"
+)
+INDEX_END = "<!-- /checks -->"
+
+
 def section(doc: str, heading: str) -> str:
     """The text under a ``## heading`` of a check's doc, up to the next heading."""
     match = re.search(rf"^{re.escape(heading)}\s*$(.*?)(?=^## |\Z)", doc, re.M | re.S)
