@@ -112,8 +112,10 @@ def test_budget_ends_passes_and_epochs(run: Run) -> None:
                 seen["val"] += 1
     """
     result = run(source, steps=4, eval_batches=2)
-    assert result["steps"] == 8  # 4 per training pass, two epochs
-    assert result["training_passes"] == 2 and result["evaluation_passes"] == 2
+    # 4 steps in each of two epochs, then two short passes (2 batches) so that what
+    # follows the loop would run, then the run ends at the fifth epoch
+    assert result["steps"] == 4 + 4 + 2 + 2
+    assert result["training_passes"] == 2 and result["evaluation_passes"] == 4
     assert "2 training passes" in result["stopped_by"]
     assert codes(result) == []
 
@@ -202,3 +204,20 @@ def test_a_batch_taken_once_outside_the_loop(run: Run) -> None:
         optimizer.step()
     """
     assert [(f["code"], f["line"]) for f in run(source)["findings"]] == [("TWR304", 11)]
+
+
+def test_full_batch_training_on_a_fixed_tensor_is_deliberate(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))  # the whole dataset, every step
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(5):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert codes(run(source)) == []

@@ -62,8 +62,11 @@ def run_script(
     module: str | None = None,
     options: RunOptions | None = None,
     python: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> RunReport:
     """Run ``script`` (or ``-m module``) with ``args`` under the checks; the findings.
+
+    The script runs in ``cwd`` (default: this process's working directory).
 
     Example::
 
@@ -72,6 +75,8 @@ def run_script(
         report.findings      # torchwise.findings.Finding, with the user's file:line
     """
     options = options or RunOptions()
+    if script is not None and cwd is not None and not Path(str(script)).is_absolute():
+        script = Path(cwd) / str(script)
     target = check_target(script, module)
     target = Target(target.script, target.module, tuple(args))
     started = time.perf_counter()
@@ -81,7 +86,7 @@ def run_script(
             json.dumps({"target": target.to_json(), "options": options.to_json(), "out": out}),
             encoding="utf-8",
         )
-        output, stopped = _launch(spec, Path(out), options, python or sys.executable)
+        output, stopped = _launch(spec, options, python or sys.executable, cwd)
         results = [
             json.loads(path.read_text(encoding="utf-8"))
             for path in sorted(Path(out).glob("rank*.json"))
@@ -130,7 +135,9 @@ def _environment(options: RunOptions) -> dict[str, str]:
     return env
 
 
-def _launch(spec: Path, out: Path, options: RunOptions, python: str) -> tuple[str, str]:
+def _launch(
+    spec: Path, options: RunOptions, python: str, cwd: str | os.PathLike[str] | None
+) -> tuple[str, str]:
     """Run the child; (captured output, why it was stopped or "")."""
     streams: dict[str, Any] = {}
     if options.script_output == "capture":
@@ -140,6 +147,7 @@ def _launch(spec: Path, out: Path, options: RunOptions, python: str) -> tuple[st
     process = subprocess.Popen(
         _command(spec, options, python),
         env=_environment(options),
+        cwd=cwd,
         start_new_session=True,
         text=True,
         **streams,

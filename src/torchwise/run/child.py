@@ -221,7 +221,7 @@ def _result(session: Session, exit_status: int | None) -> dict[str, object]:
         "backwards": session.backwards,
         "training_passes": sum(1 for p in passes if p.training),
         "evaluation_passes": sum(
-            1 for p in passes if not p.training and p.batches and p.ended_by != "stopped"
+            1 for p in passes if not p.backwards and p.batches and not p.details.get("extra")
         ),
         "median_step_seconds": times[len(times) // 2] if times else None,
         "notes": session.notes,

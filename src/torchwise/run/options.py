@@ -13,9 +13,10 @@ class RunOptions:
     The budget is in steps and batches, never seconds: a training pass (one
     iteration of a DataLoader in which ``backward`` runs) ends after ``steps``
     batches with an optimizer step, an evaluation pass after ``eval_batches``
-    batches, and the run ends when a training loader starts its ``epochs + 1``-th
-    pass (two epochs are what it takes to compare their orders). Loops that use
-    no DataLoader stop after ``steps * epochs`` optimizer steps. ``timeout`` is
+    batches; after ``epochs`` training passes (two compare their orders) a loader
+    gets two more short passes (so what follows the training loop runs) and the
+    run ends at the next. Loops that use no DataLoader stop after
+    ``steps * epochs`` optimizer steps. ``timeout`` is
     only the safety net for a script that hangs.
     """
 

@@ -27,6 +27,8 @@ from torchwise.run.sites import Site
 _MISSING = object()
 #: batches a training pass may run without reaching its steps (gradient accumulation)
 ACCUMULATION_CAP = 64
+#: short passes allowed over a loader's data after its training epochs
+EXTRA_PASSES = 2
 
 
 class StopRun(BaseException):
@@ -77,7 +79,7 @@ class Pass:
     """One iteration over a DataLoader."""
 
     number: int
-    key: int  # id() of the dataset: a loader re-created each epoch keeps its key
+    key: int  # the dataset, sampler kind and batch size: a re-created loader keeps it
     loader_site: Site | None
     iter_site: Site | None
     batches: int = 0
@@ -91,8 +93,8 @@ class Pass:
 
     @property
     def training(self) -> bool:
-        """A backward ran during it (a pass the budget stopped at its first one is not counted)."""
-        return self.backwards > 0 and self.ended_by != "stopped"
+        """A backward ran during it, within the epoch budget."""
+        return self.backwards > 0 and not self.details.get("extra")
 
 
 Listener = Callable[..., None]
@@ -142,13 +144,26 @@ class Session:
         return self.active[-1] if self.active else None
 
     def start_pass(self, key: int, loader_site: Site | None, iter_site: Site | None) -> Pass:
+        """A new pass; past the epoch budget it is short, and the third such pass ends the run.
+
+        The short passes let a script with a few epochs reach what follows its loop (a
+        final evaluation over the training loader, a save); one with many epochs stops.
+        """
+        same = [p for p in self.passes if p.key == key]
+        extra = sum(1 for p in same if p.training) >= self.options.epochs
+        if extra and sum(1 for p in same if p.details.get("extra")) >= EXTRA_PASSES:
+            self.stop(f"{self.options.epochs} training passes over the same data")
         started = Pass(len(self.passes) + 1, key, loader_site, iter_site)
+        if extra:
+            started.details["extra"] = True
         self.passes.append(started)
         self.active.append(started)
         return started
 
     def pass_should_end(self, running: Pass) -> bool:
         """Whether ``running`` has used its budget (asked before each batch)."""
+        if running.details.get("extra"):
+            return running.batches >= self.options.eval_batches
         if running.step_batches >= self.options.steps:
             return True
         if running.backwards == 0 and running.batches >= self.options.eval_batches:
@@ -170,15 +185,6 @@ class Session:
         running = self.current_pass()
         if running is not None:
             running.backwards += 1
-            if running.backwards == 1:  # the pass turns out to be training: one epoch too many?
-                trained = sum(
-                    1
-                    for p in self.passes
-                    if p.key == running.key and p.training and p is not running
-                )
-                if trained >= self.options.epochs:
-                    self.end_pass(running, "stopped")
-                    self.stop(f"{trained} training passes over the same data")
 
     def record_step(self, optimizer_id: int) -> None:
         """After an optimizer step: count it and stop when the budget is spent."""

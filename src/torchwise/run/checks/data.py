@@ -173,8 +173,10 @@ class SameBatchEveryStep:
     ## What it does
     Reports a training DataLoader whose first batches (three or more) are all
     identical, which happens when a dataset ignores the index it is given, and
-    a model that gets the same input at three or more training steps without a
-    DataLoader, which happens when a batch is taken once, before the loop.
+    a model that gets the same DataLoader batch at three or more training steps
+    outside any pass over the loader, which happens when a batch is taken once,
+    before the loop. Full-batch training on a fixed tensor (no DataLoader
+    involved) is deliberate and not flagged.
 
     ## Why is this bad?
     The model memorises one batch: the training loss falls to zero and

@@ -92,13 +92,13 @@ class DataMonitor:
             )
         except RuntimeError:
             return  # torch raises on its own
-        if shape.numel() > max(output.numel(), target.numel()):
+        if shape.numel() > min(output.numel(), target.numel()):  # one of them was expanded
             self.session.report(
                 "TWR302",
                 user_site(),
                 f"{name} broadcasts the input {tuple(output.shape)} against the target "
-                f"{tuple(target.shape)} to {tuple(shape)}: every prediction is compared with "
-                "every target",
+                f"{tuple(target.shape)} to {tuple(shape)}: predictions are compared with "
+                "targets they do not belong to",
                 evidence={"input": tuple(output.shape), "target": tuple(target.shape)},
             )
 
@@ -220,15 +220,21 @@ class DataMonitor:
                     break
         loose = [
             c for c in self.modules.calls if c.used and c.pass_number is None and c.fingerprint
-        ]
-        if len(loose) >= 3 and all(c.fingerprint == loose[0].fingerprint for c in loose):
-            self.session.report(
-                "TWR304",
-                loose[0].site,
-                f"the model gets the same input at each of {len(loose)} training steps "
-                "(a batch taken once, outside the loop?)",
-                evidence={"steps compared": len(loose)},
-            )
+        ]  # fmt: skip
+        if len(loose) < 3 or any(c.fingerprint != loose[0].fingerprint for c in loose):
+            return
+        # full-batch training on a fixed tensor is deliberate; a batch a DataLoader
+        # yielded once and the loop then reuses is the bug
+        from_loaders = {part for ran in self.session.passes for f in ran.fingerprints for part in f}
+        if not any(part in from_loaders for part in loose[0].fingerprint or ()):
+            return
+        self.session.report(
+            "TWR304",
+            loose[0].site,
+            f"the model gets the same DataLoader batch at each of {len(loose)} training steps "
+            "(a batch taken once, outside the loop?)",
+            evidence={"steps compared": len(loose)},
+        )
 
 
 def _same_start(first: Pass, second: Pass) -> bool:

@@ -148,6 +148,13 @@ class DeviceMonitor:
         os.environ.setdefault("PYTORCH_DDP_USE_SIDE_STREAM", "0")
         self._patch_parameters()
         self._patch_load()
+        original_to = torch.nn.Module.to
+
+        def module_to(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            args, kwargs = _cuda_indices(args, kwargs)  # model.to(local_rank)
+            return original_to(module, *args, **kwargs)
+
+        session.patches.setattr(torch.nn.Module, "to", module_to)
         self._patch_data_parallel()
         session.listen("batch", self._batch)
         self.mode.__enter__()  # type: ignore[no-untyped-call]
@@ -216,7 +223,7 @@ class DeviceMonitor:
 
     # the mode's work --------------------------------------------------------------
     def to(self, tensor: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        kwargs = dict(kwargs)
+        args, kwargs = _cuda_indices(args, dict(kwargs))
         copy = bool(kwargs.pop("copy", False))
         target: str | None = None
         if args and isinstance(args[0], torch.Tensor):
@@ -335,6 +342,19 @@ class DeviceMonitor:
 
     def finish(self) -> None:
         self.determinism.finish()
+
+
+def _cuda_indices(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``.to(1)``: a bare index is an accelerator's, which torch resolves (and a CPU build
+    refuses) before any mode sees it; it becomes ``torch.device("cuda", 1)``."""
+
+    def device(value: Any) -> Any:
+        is_index = isinstance(value, int) and not isinstance(value, bool)
+        return torch.device("cuda", value) if is_index else value
+
+    if "device" in kwargs:
+        kwargs = {**kwargs, "device": device(kwargs["device"])}
+    return (device(args[0]), *args[1:]) if args else args, kwargs
 
 
 def _cuda_index_on_cpu(func: Any, args: tuple[Any, ...]) -> bool:

@@ -131,11 +131,14 @@ class LoaderMonitor:
 
     def begin(self, loader: DataLoader[Any], iterator: Any) -> None:
         session = self.session
-        key = id(loader.dataset)
+        # a loader re-created each epoch over the same data keeps its key; an evaluation
+        # loader over the training dataset (another sampler or batch size) has its own
+        kind = _sampler_kind(loader)
+        key = hash((id(loader.dataset), kind, loader.batch_size))
         self.loaders[key] = weakref.ref(loader)
         self.loader_sites.setdefault(id(loader), None)
         if key not in self.sampler_kinds:
-            self.sampler_kinds[key] = _sampler_kind(loader)
+            self.sampler_kinds[key] = kind
             self.batch_sizes[key] = loader.batch_size
             self.lengths[key] = _length(loader)
         for earlier in list(session.active):  # a loop that broke out of its loader
