@@ -20,6 +20,8 @@ Prints Markdown tables (the run section of docs/benchmarks.md) and, with
 ``--out``, the raw results as JSON.
 """
 
+# ruff: noqa: E501  (the tables of scripts and planted bugs read best one entry a line)
+
 from __future__ import annotations
 
 import argparse
@@ -179,14 +181,25 @@ def line_of(path: Path, needle: str) -> int:
 
 #: steps per pass of the clean runs: enough steps for a median step time
 OVERHEAD_STEPS = 10
+#: interleaved repeats of each mode; the fastest median of each is compared
+REPEATS = 2
 
 
 def clean_runs(mirror: Path, jobs: int) -> dict[str, dict[str, Any]]:
     def one(script: Script) -> tuple[str, dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="run-real-") as tmp:
             path = extract(mirror, script, Path(tmp))
-            checked = run_one(script, path, steps=OVERHEAD_STEPS)
-            plain = run_one(script, path, checks=False, steps=OVERHEAD_STEPS)
+            runs = []
+            for _ in range(REPEATS):  # interleaved: a spell of load hits both modes alike
+                runs.append((run_one(script, path, steps=OVERHEAD_STEPS),
+                             run_one(script, path, checks=False, steps=OVERHEAD_STEPS)))  # fmt: skip
+        checked, plain = runs[0]
+        for mode, index in (("checked", 0), ("plain", 1)):
+            medians = [r[index]["summary"]["median_step_seconds"] for r in runs]
+            known = [m for m in medians if m]
+            (checked if mode == "checked" else plain)["summary"]["median_step_seconds"] = (
+                min(known) if known else None
+            )
         return script.name, {"checked": checked, "plain": plain}
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -228,7 +241,7 @@ PLANTS = (
     Plant("bigram-cuda", "TWR401", "targets moved back to the CPU", "targets = targets.view(B*T)", "targets = targets.view(B*T).cpu()", "loss = F.cross_entropy(logits, targets)"),
     Plant("bigram-cuda", "TWR402", "numpy() of a CUDA loss", "losses[k] = loss.item()", "losses[k] = loss.numpy()", "losses[k] = loss.numpy()"),
     # distributed, --nproc 2 --as-cuda
-    Plant("ddp-toy", "TWR601", "no DistributedSampler", "        sampler=DistributedSampler(train_ds)  # NEW", "        sampler=None", "    train_loader = DataLoader("),
+    Plant("ddp-toy", "TWR601", "every rank gets the whole dataset", "sampler=DistributedSampler(train_ds)  # NEW", "sampler=DistributedSampler(train_ds, num_replicas=1, rank=0)", "    train_loader = DataLoader("),
     Plant("ddp-toy", "TWR301", "set_epoch deleted", "        train_loader.sampler.set_epoch(epoch)\n", "", "for features, labels in train_loader:"),
     Plant("ddp-toy", "TWR602", "forward through the unwrapped module", "            logits = model(features)", "            logits = model.module(features)", "optimizer.step()"),
 )  # fmt: skip
@@ -284,7 +297,11 @@ def _peer(result: dict[str, Any], line: int, file: str) -> str:
     crashes = [f for f in result["findings"] if f["code"] == "TWR001"]
     if not crashes:
         return "nothing"
-    at = "at the line" if any(f["line"] == line and f["file"] == file for f in crashes) else "elsewhere"
+    at = (
+        "at the line"
+        if any(f["line"] == line and f["file"] == file for f in crashes)
+        else "elsewhere"
+    )
     return f"crash {at}: {crashes[0]['message'].removeprefix('the script raised ')[:70]}"
 
 
@@ -296,7 +313,9 @@ def report(clean: dict[str, dict[str, Any]], plants: list[dict[str, Any]]) -> st
     by_name = {script.name: script for script in SCRIPTS}
     for name, runs in clean.items():
         checked, plain = runs["checked"], runs["plain"]
-        serious = [f"{f['code']}@{f['line']}" for f in checked["findings"] if f["severity"] != "info"]
+        serious = [
+            f"{f['code']}@{f['line']}" for f in checked["findings"] if f["severity"] != "info"
+        ]
         hints = [f"{f['code']}@{f['line']}" for f in checked["findings"] if f["severity"] == "info"]
         a = checked["summary"]["median_step_seconds"]
         b = plain["summary"]["median_step_seconds"]

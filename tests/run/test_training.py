@@ -230,3 +230,45 @@ def test_argv_and_the_main_guard_are_the_scripts(tmp_path: Any) -> None:
     result = execute(Target(str(script), None, ("--lr", "0.1")), RunOptions())
     assert result["exit_status"] == 3
     assert [(f["code"], f["line"]) for f in result["findings"]] == [("TWR001", 4)]
+
+
+def test_a_frozen_table_does_not_split_a_detached_encoder(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 8)
+            self.positions = nn.Embedding.from_pretrained(torch.randn(5, 8), freeze=True)
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+        def forward(self, ids):
+            x = self.embed(ids) + self.positions(torch.arange(5))
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Encoder()
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, ids):
+            memory = self.encoder(ids)
+            memory = memory.detach()
+            return self.head(memory).mean(1)
+
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters())
+    for step in range(3):
+        ids, labels = torch.randint(0, 10, (4, 5)), torch.randint(0, 2, (4,))
+        loss = nn.functional.cross_entropy(model(ids), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    found = [(f["code"], f["severity"], f["line"]) for f in run(source)["findings"]]
+    assert found == [("TWR102", "warning", 25)]  # memory = self.encoder(ids)

@@ -78,6 +78,10 @@ class Instrumentation:
             self.monitors.insert(0, DeviceMonitor(session))  # torch.cuda first
         if not options.checks:
             self.monitors.append(_Budget(session))
+            if session.world > 1:  # gloo ranks are the environment, not a check
+                from torchwise.run.monitors.distributed import GlooRanks
+
+                self.monitors.append(GlooRanks(session))
             return
         from torchwise.run.monitors.amp import AmpMonitor
         from torchwise.run.monitors.autograd import AutogradMonitor

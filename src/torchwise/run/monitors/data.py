@@ -56,18 +56,25 @@ class DataMonitor:
         self.session.listen("backward", self._graph)
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(original)
+        ignore_at = (
+            list(inspect.signature(original).parameters).index("ignore_index")
+            if ("ignore_index" in inspect.signature(original).parameters)
+            else None
+        )
         monitor = self
 
         @functools.wraps(original)
         def loss(*args: Any, **kwargs: Any) -> Any:
             if monitor.calls < CHECKED_CALLS and not monitor.session.replaying:
                 monitor.calls += 1
-                try:
-                    bound = signature.bind(*args, **kwargs)
-                except TypeError:
-                    return original(*args, **kwargs)
-                monitor.check(name, bound.arguments)
+                arguments = {
+                    "input": args[0] if args else kwargs.get("input"),
+                    "target": args[1] if len(args) > 1 else kwargs.get("target"),
+                    "ignore_index": args[ignore_at]
+                    if ignore_at is not None and len(args) > ignore_at
+                    else kwargs.get("ignore_index", -100),
+                }  # fmt: skip
+                monitor.check(name, arguments)
             return original(*args, **kwargs)
 
         return loss

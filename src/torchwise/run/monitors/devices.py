@@ -344,7 +344,9 @@ class DeviceMonitor:
         self.determinism.finish()
 
 
-def _cuda_indices(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _cuda_indices(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``.to(1)``: a bare index is an accelerator's, which torch resolves (and a CPU build
     refuses) before any mode sees it; it becomes ``torch.device("cuda", 1)``."""
 

@@ -50,6 +50,53 @@ COLLECTIVES = (
 FINGERPRINTED_STEPS = (1, 2, 3)
 
 
+class GlooRanks:
+    """What makes a script written for NCCL run on CPU ranks, without any check."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def install(self) -> None:
+        patches = self.session.patches
+        timeout = self.session.options.collective_timeout
+        patches.setattr(dist, "init_process_group", _gloo_init(dist.init_process_group, timeout))
+        patches.setattr(dist, "new_group", _gloo_group(dist.new_group))
+        patches.setattr(nn.SyncBatchNorm, "forward", _sync_batch_norm_on_cpu)
+        # DDP refuses SyncBatchNorm on CPU modules because torch has no CPU kernel for it;
+        # the forward above is one
+        ddp = nn.parallel.DistributedDataParallel
+        patches.setattr(ddp, "_passing_sync_batchnorm_handle", lambda wrapper, module: None)
+
+
+def _gloo_init(original: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    timeout = datetime.timedelta(seconds=seconds)
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            kwargs.setdefault("backend", args[0])
+            args = args[1:]
+        kwargs["backend"] = "gloo"
+        kwargs["timeout"] = timeout
+        kwargs.pop("device_id", None)
+        return original(*args, **kwargs)
+
+    return init_process_group
+
+
+def _gloo_group(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def new_group(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 2:  # new_group(ranks, timeout, backend, ...)
+            args = (*args[:2], "gloo", *args[3:])
+        else:
+            kwargs["backend"] = "gloo"
+        kwargs.pop("device_id", None)
+        return original(*args, **kwargs)
+
+    return new_group
+
+
 class DistributedMonitor:
     """Records a rank's facts for the cross-rank checks; judges TWR604 and TWR605."""
 
@@ -68,9 +115,8 @@ class DistributedMonitor:
         self.unused_checked = False
 
     def install(self) -> None:
+        GlooRanks(self.session).install()
         patches = self.session.patches
-        patches.setattr(dist, "init_process_group", self._init(dist.init_process_group))
-        patches.setattr(dist, "new_group", self._new_group(dist.new_group))
         for name in COLLECTIVES:
             if hasattr(dist, name):
                 patches.setattr(dist, name, self._collective(name, getattr(dist, name)))
@@ -82,40 +128,8 @@ class DistributedMonitor:
             "convert_sync_batchnorm",
             classmethod(self._convert(nn.SyncBatchNorm.convert_sync_batchnorm)),
         )
-        patches.setattr(nn.SyncBatchNorm, "forward", _sync_batch_norm_on_cpu)
-        # DDP refuses SyncBatchNorm on CPU modules because torch has no CPU kernel for it;
-        # the forward above is one
-        patches.setattr(ddp, "_passing_sync_batchnorm_handle", lambda wrapper, module: None)
         self.session.listen("step_pre", self._step_pre)
         self.session.listen("step_post", self._step_post)
-
-    # making gloo ranks of a script written for NCCL ---------------------------------
-    def _init(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        timeout = datetime.timedelta(seconds=self.session.options.collective_timeout)
-
-        @functools.wraps(original)
-        def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            if args:
-                kwargs.setdefault("backend", args[0])
-                args = args[1:]
-            kwargs["backend"] = "gloo"
-            kwargs["timeout"] = timeout
-            kwargs.pop("device_id", None)
-            return original(*args, **kwargs)
-
-        return init_process_group
-
-    def _new_group(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def new_group(*args: Any, **kwargs: Any) -> Any:
-            if len(args) > 2:  # new_group(ranks, timeout, backend, ...)
-                args = (*args[:2], "gloo", *args[3:])
-            else:
-                kwargs["backend"] = "gloo"
-            kwargs.pop("device_id", None)
-            return original(*args, **kwargs)
-
-        return new_group
 
     # collectives ------------------------------------------------------------------
     def _write(self, event: dict[str, object]) -> None:

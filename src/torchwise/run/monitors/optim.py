@@ -378,7 +378,8 @@ def _topmost_groups(modules: ModuleMonitor, selected: set[int]) -> list[tuple[An
     taken: set[int] = set()
     for root in modules.root_modules():
         for prefix, module in root.named_modules():
-            params = list(module.named_parameters())
+            # frozen parameters (a fixed positional table) do not make a group partial
+            params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
             keys = {id(p) for _, p in params}
             if not keys or not keys <= selected or keys <= taken:
                 continue
