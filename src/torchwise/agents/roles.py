@@ -22,6 +22,7 @@ TOOLS = (
     "scan_checkpoint",
     "inspect_checkpoint",
     "write_tests",
+    "run_script",
 )
 
 COMMON_RULES = """\
@@ -190,6 +191,11 @@ checkpoints.
 - `review` and `fix_preview`: the static findings in code you touched.
 - `scan_checkpoint`, `inspect_checkpoint`: before loading or converting a checkpoint.
 - `document_model` (check mode): whether your change made documented shapes stale.
+- `run_script` (script, args): runs a training script for a few steps per phase and
+  reports what it really does (gradients that accumulate, evaluation in train mode,
+  unshuffled data, losses that broadcast; `as_cuda` for the GPU node's device errors,
+  `nproc` for cross-rank bugs), with file:line. It executes the script: use it to prove a
+  training-loop bug before you claim one, and again to show your fix removed it.
 
 ## How to work
 1. Read the project knowledge and the code you will touch; reproduce the problem.
@@ -265,6 +271,7 @@ Then the changes as diffs. Report only measured speed-ups; name the trade-offs
             "review",
             "scan_checkpoint",
             "inspect_checkpoint",
+            "run_script",
         ),
         host_tools=_WRITE,
         body="""
@@ -287,6 +294,9 @@ regression test; a model without tests.
   test, call `torchwise.doctor.assert_healthy(model, inputs, checks=[...])` with those.
 - `review`: bugs a test should pin down before they are fixed.
 - `inspect_checkpoint`: the keys and shapes a loading test should expect.
+- `run_script`: run the training script for a few steps and get its real bugs (TWR###
+  findings with file:line); a regression test pins each one, and the script passes
+  `run_script` clean once it is fixed.
 
 ## How to work
 1. Read the existing tests and follow their layout, fixtures and naming.

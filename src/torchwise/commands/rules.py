@@ -37,6 +37,19 @@ def _rules_text(code: str | None, fmt: str) -> str:
 
     if code is not None:
         info = get_rule(code)
+        if info is None and code.strip().upper().startswith("TWR"):
+            from torchwise.run.catalog import explain, get_check
+
+            check = get_check(code)
+            if check is not None:  # a `torchwise run` check: its documentation
+                if fmt == "json":
+                    return json.dumps(
+                        {"code": check.code, "name": check.name, "family": check.family,
+                         "severity": check.severity.value, "summary": check.summary,
+                         "doc": check.doc},
+                        indent=2,
+                    )  # fmt: skip
+                return explain(code)
         if info is None:
             raise TorchwiseError(f"no rule {code!r}", hint="`torchwise rules` lists every code")
         if fmt == "json":

@@ -74,7 +74,8 @@ torchwise measures PyTorch code and models so that you do not have to guess. Sta
 `project_knowledge` (stack, torch, layout, commands, models and how to build them). Use
 `review` for bugs in code (TW### findings with file:line), `inspect_model` for shapes,
 parameters, FLOPs and memory, `diagnose_model` for health checks from running the model,
-`document_model` for measured docstrings, and `scan_checkpoint` before loading any
+`document_model` for measured docstrings, `run_script` to run a training script for a
+few steps and prove a bug by what it does, and `scan_checkpoint` before loading any
 checkpoint. Paths are relative to the workspace root; nothing is written unless a tool's
 `write` argument is true."""
 
@@ -363,6 +364,10 @@ def _register_tools(server: MCPServer, state: _Server) -> None:
             ctx, jobs.inspect_checkpoint, root, checked, max_tensors, what="checkpoint inspect"
         )
         return result
+
+    from torchwise.mcp import run_tool
+
+    run_tool.register(server, state)  # run_script: torchwise run, confined to the workspace
 
 
 def _register_resources(server: MCPServer, state: _Server) -> None:

@@ -1,0 +1,182 @@
+"""``run_script``: run a user's script under the monitors, in a child process, and report.
+
+The script runs in its own process (``python -m torchwise.run.child``), started
+in the caller's working directory with the caller's environment, so it sees
+exactly what ``python SCRIPT.py ARGS`` would. A child process also means that a
+script that calls ``os._exit``, forks DataLoader workers or hangs cannot take the
+caller with it: the time limit sends SIGTERM (which the child turns into the
+end of the budget, so its findings are still written), then SIGKILL to the
+whole process group. With ``nproc > 1`` the child runs under
+``torch.distributed.run`` (one process per rank) and the cross-rank checks
+compare what each rank recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from torchwise.errors import TorchwiseError
+from torchwise.run.options import RunOptions, Target
+from torchwise.run.report import RunReport, merge
+
+#: seconds between SIGTERM and SIGKILL at the time limit
+GRACE_SECONDS = 10.0
+_SRC = str(Path(__file__).resolve().parents[2])
+
+
+def check_target(script: str | os.PathLike[str] | None, module: str | None) -> Target:
+    """The target, or a clear error for a path that is not a Python script."""
+    if (script is None) == (module is None):
+        raise TorchwiseError("give a script path or -m MODULE (one of them)")
+    if module is not None:
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise TorchwiseError(f"{module!r} is not a module name", hint="e.g. -m package.train")
+        return Target(None, module, ())
+    path = Path(str(script))
+    if not path.exists():
+        raise TorchwiseError(f"{path} does not exist")
+    if path.is_dir():
+        main = path / "__main__.py"
+        if not main.is_file():
+            raise TorchwiseError(f"{path} is a directory without __main__.py")
+        path = main
+    elif path.suffix not in (".py", ".pyw", ""):
+        raise TorchwiseError(f"{path} is not a Python script", hint="torchwise run runs .py files")
+    return Target(str(path), None, ())
+
+
+def run_script(
+    script: str | os.PathLike[str] | None = None,
+    args: Sequence[str] = (),
+    *,
+    module: str | None = None,
+    options: RunOptions | None = None,
+    python: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> RunReport:
+    """Run ``script`` (or ``-m module``) with ``args`` under the checks; the findings.
+
+    The script runs in ``cwd`` (default: this process's working directory).
+
+    Example::
+
+        report = run_script("train.py", ["--epochs", "3"], options=RunOptions(steps=5))
+        report.exit_code     # 0 clean, 1 a warning or an error
+        report.findings      # torchwise.findings.Finding, with the user's file:line
+    """
+    options = options or RunOptions()
+    if script is not None and cwd is not None and not Path(str(script)).is_absolute():
+        script = Path(cwd) / str(script)
+    target = check_target(script, module)
+    target = Target(target.script, target.module, tuple(args))
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="torchwise-run-") as out:
+        spec = Path(out) / "spec.json"
+        spec.write_text(
+            json.dumps({"target": target.to_json(), "options": options.to_json(), "out": out}),
+            encoding="utf-8",
+        )
+        output, stopped = _launch(spec, options, python or sys.executable, cwd)
+        results = [
+            json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(out).glob("rank*.json"))
+        ]
+        findings = merge(results)
+        if options.nproc > 1:
+            from torchwise.run.crossrank import judge
+
+            findings = judge(findings, results, Path(out), options, timed_out=bool(stopped))
+    if not results and not stopped:
+        raise TorchwiseError(
+            "the run ended without a result: the script's process died",
+            hint="see the script's output above; TORCHWISE_DEBUG=1 keeps more detail",
+        )
+    label = f"-m {target.module}" if target.module else str(target.script)
+    return RunReport(
+        target=label,
+        args=tuple(args),
+        options=options,
+        findings=findings,
+        ranks=[{k: v for k, v in r.items() if k != "findings"} for r in results],
+        stopped_by=stopped,
+        output=output,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def _command(spec: Path, options: RunOptions, python: str) -> list[str]:
+    child = ["-m", "torchwise.run.child", str(spec)]
+    if options.nproc == 1:
+        return [python, *child]
+    return [
+        python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+        f"--nproc-per-node={options.nproc}", "--max-restarts=0", *child,
+    ]  # fmt: skip
+
+
+def _environment(options: RunOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [_SRC, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if options.nproc > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(options.extra_env)
+    return env
+
+
+def _launch(
+    spec: Path, options: RunOptions, python: str, cwd: str | os.PathLike[str] | None
+) -> tuple[str, str]:
+    """Run the child; (captured output, why it was stopped or "")."""
+    streams: dict[str, Any] = {}
+    if options.script_output == "capture":
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    elif options.script_output == "stderr":
+        streams = {"stdout": sys.stderr.fileno() if _has_fileno(sys.stderr) else None}
+    process = subprocess.Popen(
+        _command(spec, options, python),
+        env=_environment(options),
+        cwd=cwd,
+        start_new_session=True,
+        text=True,
+        **streams,
+    )
+    try:
+        output, _ = process.communicate(timeout=options.timeout)
+        return output or "", ""
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            output, _ = process.communicate()
+        return output or "", f"the time limit of {options.timeout:g} s"
+    except BaseException:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+        raise
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _signal_group(process: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)

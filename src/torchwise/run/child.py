@@ -1,0 +1,274 @@
+"""The process that runs the user's script: ``python -m torchwise.run.child SPEC.json``.
+
+It does what ``python SCRIPT.py ARGS`` (or ``python -m MODULE ARGS``) would:
+``sys.argv`` is the script and its arguments, ``sys.path[0]`` the script's
+directory (the working directory for ``-m``), the script runs as ``__main__``
+in the caller's working directory. Before that, the monitors are installed;
+after it (finished, stopped by the budget, crashed or exited), they judge what
+they saw and the result is written as JSON for the parent to read. Under
+``torch.distributed.run`` each rank is one such process and writes its own
+result (``rank<N>.json``).
+
+:func:`execute` is the same run inside the current process, for tests and for
+callers that already paid for importing torch; it restores ``sys.argv``,
+``sys.path``, the working directory and the modules the script imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import runpy
+import signal
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from torchwise.findings import Severity, finding_to_dict
+from torchwise.run.options import RunOptions, Target
+from torchwise.run.session import Session, StopRun
+from torchwise.run.sites import Site, frame_site, is_user_file
+
+#: torchwise's own files: their frames are left out of the script's traceback
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _rank() -> tuple[int, int]:
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+
+
+def execute(
+    target: Target,
+    options: RunOptions,
+    *,
+    workdir: str | None = None,
+    rank: int = 0,
+    world: int = 1,
+) -> dict[str, object]:
+    """Run ``target`` under the monitors in this process; the result as a JSON-able dict."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="torchwise-run-") as scratch:
+            return execute(target, options, workdir=scratch, rank=rank, world=world)
+    from torchwise.run.instrument import Instrumentation
+
+    session = Session(options, workdir=os.path.join(workdir, f"rank{rank}"), rank=rank, world=world)
+    instrumentation = Instrumentation(session)
+    saved = (list(sys.argv), list(sys.path), os.getcwd(), set(sys.modules))
+    exit_status: int | None = 0
+    with _torch_state():
+        try:
+            instrumentation.install()
+            exit_status = _run(target, session)
+            with contextlib.suppress(StopRun):  # a judge's replay may meet the budget
+                instrumentation.finish()
+        finally:
+            instrumentation.uninstall()
+            _restore(*saved)
+    return _result(session, exit_status)
+
+
+@contextlib.contextmanager
+def _torch_state() -> Iterator[None]:
+    """Torch's process-wide settings a script may change, restored afterwards."""
+    import torch
+
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    dtype, threads, grad = (
+        torch.get_default_dtype(),
+        torch.get_num_threads(),
+        torch.is_grad_enabled(),
+    )
+    anomaly = torch.is_anomaly_enabled()
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn
+        torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
+        torch.set_grad_enabled(grad)
+        torch.autograd.set_detect_anomaly(anomaly)
+
+
+def _restore(argv: list[str], path: list[str], cwd: str, modules: set[str]) -> None:
+    sys.argv[:] = argv
+    sys.path[:] = path
+    os.chdir(cwd)
+    for name in set(sys.modules) - modules:
+        module = sys.modules.get(name)
+        filename = getattr(module, "__file__", None)
+        if filename and is_user_file(filename):
+            del sys.modules[name]
+
+
+def _run(target: Target, session: Session) -> int | None:
+    """Run the script; its exit status (None when the budget stopped it)."""
+    options = session.options
+    if target.module is not None:
+        sys.argv[:] = [target.module, *target.args]
+        sys.path[0:1] = [os.getcwd()]
+    else:
+        assert target.script is not None
+        script = os.path.abspath(target.script)
+        sys.argv[:] = [target.script, *target.args]
+        sys.path[0:1] = [os.path.dirname(script)]
+    import torch
+
+    anomaly = torch.autograd.set_detect_anomaly(True) if options.detect_anomaly else None
+    try:
+        if target.module is not None:
+            runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(os.path.abspath(target.script or ""), run_name="__main__")
+    except StopRun as stop:
+        session.stopped_by = session.stopped_by or stop.reason
+        return None
+    except SystemExit as exit_:
+        status = _status(exit_.code)
+        if status:
+            _report_exit(session, exit_, status)
+        return status
+    except KeyboardInterrupt:
+        session.stopped_by = "interrupted"
+        return 130
+    except BaseException as exc:  # the user's code raised: that is a finding
+        _report_crash(session, exc)
+        return 1
+    finally:
+        if anomaly is not None:
+            torch.autograd.set_detect_anomaly(False)
+    return 0
+
+
+def _status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _crash_site(exc: BaseException) -> Site | None:
+    frame: FrameType | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    site = frame_site(frame)
+    return Site(site.path, line, function=site.function)
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """The traceback Python would print, from the script's first frame on."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if is_user_file(f.filename)), 0)
+    shown = [f for f in frames[first:] if not f.filename.startswith(_OWN)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(shown)]
+    lines += traceback.format_exception_only(type(exc), exc)
+    sys.stderr.write("".join(lines))
+    sys.stderr.flush()
+
+
+def _report_crash(session: Session, exc: BaseException) -> None:
+    from torchwise.errors import exception_line
+
+    _print_user_traceback(exc)
+    site = _crash_site(exc)
+    session.crash = (site, exception_line(exc))
+    session.report(
+        "TWR001",
+        site,
+        f"the script raised {exception_line(exc)}",
+        evidence={"step": session.steps, "exception": type(exc).__name__},
+    )
+
+
+def _report_exit(session: Session, exit_: SystemExit, status: int) -> None:
+    site = _crash_site(exit_)
+    session.report(
+        "TWR001",
+        site,
+        f"the script exited with status {status}",
+        evidence={"step": session.steps},
+    )
+
+
+def _result(session: Session, exit_status: int | None) -> dict[str, object]:
+    findings = _merged(session)
+    passes = session.passes
+    times = sorted(session.step_times)
+    return {
+        "rank": session.rank,
+        "world": session.world,
+        "exit_status": exit_status,
+        "stopped_by": session.stopped_by,
+        "steps": session.steps,
+        "backwards": session.backwards,
+        "training_passes": sum(1 for p in passes if p.training),
+        "evaluation_passes": sum(
+            1 for p in passes if not p.backwards and p.batches and not p.details.get("extra")
+        ),
+        "median_step_seconds": times[len(times) // 2] if times else None,
+        "notes": session.notes,
+        "facts": session.facts,
+        "findings": [finding_to_dict(f) for f in findings],
+    }
+
+
+def _merged(session: Session) -> list[Any]:
+    """The findings; a crash at a line another finding explains joins that finding."""
+    findings = list(session.findings.values())
+    crash = next((f for f in findings if f.code == "TWR001"), None)
+    if crash is not None:
+        explained = [
+            f for f in findings
+            if f is not crash and f.path == crash.path and f.line == crash.line
+            and f.severity is Severity.ERROR
+        ]  # fmt: skip
+        if explained:
+            findings.remove(crash)
+            first = explained[0]
+            first.data["then"] = crash.message.removeprefix("the script ")
+    return sorted(findings, key=lambda f: f.sort_key())
+
+
+def _stop_on_signal() -> None:
+    """SIGTERM (the parent's time limit) ends the script as the budget would."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise StopRun("the time limit")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(arguments[0]).read_text(encoding="utf-8"))
+    target = Target.from_json(spec["target"])
+    options = RunOptions.from_json(spec["options"])
+    out = Path(spec["out"])
+    rank, world = _rank()
+    _stop_on_signal()
+    result = execute(target, options, workdir=str(out), rank=rank, world=world)
+    (out / f"rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
+    status = result["exit_status"]
+    return status if isinstance(status, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

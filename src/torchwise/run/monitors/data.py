@@ -1,0 +1,282 @@
+"""What the data and the loss do (TWR301, TWR302, TWR303, TWR304).
+
+- TWR302 and TWR303 wrap the functional losses (which the ``nn.*Loss`` modules
+  call): a regression loss whose input and target broadcast to a larger shape
+  (``(N, 1)`` against ``(N,)`` gives ``(N, N)``), class indices outside
+  ``[0, C)``, binary targets outside ``[0, 1]``. A hand-written loss is checked
+  from its autograd graph: an elementwise node that turns the model's ``(N, 1)``
+  or ``(N,)`` output into ``(N, N)`` against a target that needs no gradient.
+- TWR301 and TWR304 judge the DataLoader passes at the end: a training loader
+  whose order is the same in every epoch (no shuffle, a ``DistributedSampler``
+  without ``set_epoch``), and training batches that are all the same batch (or,
+  without a loader, a model that gets the same input at every step).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from torchwise.run.monitors.loader import LoaderMonitor
+from torchwise.run.monitors.modules import ModuleMonitor
+from torchwise.run.session import Pass, Session
+from torchwise.run.sites import user_site
+
+BROADCAST_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss")
+INDEX_LOSSES = ("cross_entropy", "nll_loss")
+BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+#: loss calls checked (each check reads the target's range: a device sync)
+CHECKED_CALLS = 64
+#: backwards whose loss graph is searched for a silent broadcast
+GRAPH_CHECKS = 3
+ELEMENTWISE = ("SubBackward0", "SubBackward1", "AddBackward0", "MulBackward0", "DivBackward0",
+               "RsubBackward0", "RsubBackward1")  # fmt: skip
+
+
+class DataMonitor:
+    """Loss wrappers and the end-of-run judgement of the DataLoader passes."""
+
+    def __init__(self, session: Session, loaders: LoaderMonitor, modules: ModuleMonitor) -> None:
+        self.session = session
+        self.loaders = loaders
+        self.modules = modules
+        self.calls = 0
+        self.graphs_checked = 0
+
+    def install(self) -> None:
+        for name in (*BROADCAST_LOSSES, *INDEX_LOSSES, *BINARY_LOSSES):
+            original = getattr(F, name, None)
+            if original is not None:
+                self.session.patches.setattr(F, name, self._wrap(name, original))
+        self.session.listen("backward", self._graph)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        ignore_at = (
+            list(inspect.signature(original).parameters).index("ignore_index")
+            if ("ignore_index" in inspect.signature(original).parameters)
+            else None
+        )
+        monitor = self
+
+        @functools.wraps(original)
+        def loss(*args: Any, **kwargs: Any) -> Any:
+            if monitor.calls < CHECKED_CALLS and not monitor.session.replaying:
+                monitor.calls += 1
+                arguments = {
+                    "input": args[0] if args else kwargs.get("input"),
+                    "target": args[1] if len(args) > 1 else kwargs.get("target"),
+                    "ignore_index": args[ignore_at]
+                    if ignore_at is not None and len(args) > ignore_at
+                    else kwargs.get("ignore_index", -100),
+                }  # fmt: skip
+                monitor.check(name, arguments)
+            return original(*args, **kwargs)
+
+        return loss
+
+    def check(self, name: str, arguments: dict[str, Any]) -> None:
+        output, target = arguments.get("input"), arguments.get("target")
+        if not isinstance(output, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        if name in BROADCAST_LOSSES:
+            self._broadcast(name, output, target)
+        elif name in INDEX_LOSSES:
+            self._class_range(name, output, target, arguments.get("ignore_index", -100))
+        else:
+            self._binary_range(name, target)
+
+    def _broadcast(self, name: str, output: torch.Tensor, target: torch.Tensor) -> None:
+        if output.shape == target.shape:
+            return
+        try:
+            shape = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
+                output.shape, target.shape
+            )
+        except RuntimeError:
+            return  # torch raises on its own
+        if shape.numel() > min(output.numel(), target.numel()):  # one of them was expanded
+            self.session.report(
+                "TWR302",
+                user_site(),
+                f"{name} broadcasts the input {tuple(output.shape)} against the target "
+                f"{tuple(target.shape)} to {tuple(shape)}: predictions are compared with "
+                "targets they do not belong to",
+                evidence={"input": tuple(output.shape), "target": tuple(target.shape)},
+            )
+
+    def _class_range(
+        self, name: str, output: torch.Tensor, target: torch.Tensor, ignore: Any
+    ) -> None:
+        if target.is_floating_point() or target.dtype == torch.bool or output.dim() == 0:
+            return  # probabilities, or torch's own error
+        classes = output.shape[1] if output.dim() >= 2 else output.shape[0]
+        valid = target[target != int(ignore)] if isinstance(ignore, int) else target
+        if valid.numel() == 0:
+            return
+        low, high = int(valid.min()), int(valid.max())
+        if low >= 0 and high < classes:
+            return
+        self.session.report(
+            "TWR303",
+            user_site(),
+            f"{name} gets class indices from {low} to {high} for an output with {classes} "
+            "classes: a label outside [0, classes) is an index error on the CPU and a "
+            "device-side assert on a GPU",
+            evidence={"labels": f"{low}..{high}", "classes": classes},
+        )
+
+    def _binary_range(self, name: str, target: torch.Tensor) -> None:
+        if not target.is_floating_point() or target.numel() == 0:
+            return
+        low, high = float(target.min()), float(target.max())
+        if low >= 0.0 and high <= 1.0:
+            return
+        self.session.report(
+            "TWR303",
+            user_site(),
+            f"{name} gets targets from {low:g} to {high:g}: binary targets must lie in "
+            "[0, 1] (class indices need cross_entropy)",
+            evidence={"targets": f"{low:g}..{high:g}"},
+        )
+
+    # hand-written losses -----------------------------------------------------------
+    def _graph(self, losses: list[torch.Tensor]) -> None:
+        if self.graphs_checked >= GRAPH_CHECKS:
+            return
+        self.graphs_checked += 1
+        for loss in losses:
+            found = _broadcast_node(loss.grad_fn)
+            if found is not None:
+                node_name, before, after = found
+                self.session.report(
+                    "TWR302",
+                    self.session.backward_site,
+                    f"the loss broadcasts the model's {before} output against its target "
+                    f"to {after} ({node_name}): every prediction is compared with every target",
+                    evidence={"output": before, "broadcast to": after},
+                )
+
+    # end of run --------------------------------------------------------------------
+    def finish(self) -> None:
+        self._order()
+        self._same_batch()
+
+    def _training_passes(self) -> dict[int, list[Pass]]:
+        found: dict[int, list[Pass]] = {}
+        for ran in self.session.passes:
+            if ran.training:
+                found.setdefault(ran.key, []).append(ran)
+        return found
+
+    def _order(self) -> None:
+        for key, passes in self._training_passes().items():
+            kind = self.loaders.sampler_kinds.get(key, "custom")
+            length, batch = self.loaders.lengths.get(key), self.loaders.batch_sizes.get(key)
+            if length is not None and batch is not None and length <= batch:
+                continue  # one batch per epoch: its order does not matter
+            first = passes[0]
+            if kind in ("sequential", "distributed-unshuffled"):
+                self.session.report(
+                    "TWR301",
+                    first.loader_site,
+                    "the training DataLoader is not shuffled: every epoch visits the samples "
+                    "in the same order (pass shuffle=True, or a shuffling sampler)",
+                    evidence={"sampler": kind},
+                )
+                continue
+            if len(passes) < 2:
+                continue
+            second = passes[1]
+            epochs = (first.details.get("sampler_epoch"), second.details.get("sampler_epoch"))
+            if kind == "distributed" and epochs[0] == epochs[1]:
+                self.session.report(
+                    "TWR301",
+                    second.iter_site,
+                    "DistributedSampler.set_epoch() is never called: every epoch uses the "
+                    "same shuffle (call sampler.set_epoch(epoch) before each epoch)",
+                    evidence={"sampler epoch": epochs[0]},
+                )
+            elif kind in ("custom", "iterable") and _same_start(first, second):
+                self.session.report(
+                    "TWR301",
+                    second.iter_site,
+                    "the training data comes in the same order in two epochs",
+                    evidence={
+                        "sampler": kind,
+                        "compared batches": min(first.batches, second.batches),
+                    },
+                )
+
+    def _same_batch(self) -> None:
+        for passes in self._training_passes().values():
+            for ran in passes:
+                prints = ran.fingerprints
+                if len(prints) >= 3 and all(p == prints[0] for p in prints):
+                    self.session.report(
+                        "TWR304",
+                        ran.loader_site,
+                        f"the DataLoader yields the same batch {len(prints)} times in a row: "
+                        "the dataset ignores the index it is given",
+                        evidence={"batches compared": len(prints)},
+                    )
+                    break
+        loose = [
+            c for c in self.modules.calls if c.used and c.pass_number is None and c.fingerprint
+        ]  # fmt: skip
+        if len(loose) < 3 or any(c.fingerprint != loose[0].fingerprint for c in loose):
+            return
+        # full-batch training on a fixed tensor is deliberate; a batch a DataLoader
+        # yielded once and the loop then reuses is the bug
+        from_loaders = {part for ran in self.session.passes for f in ran.fingerprints for part in f}
+        if not any(part in from_loaders for part in loose[0].fingerprint or ()):
+            return
+        self.session.report(
+            "TWR304",
+            loose[0].site,
+            f"the model gets the same DataLoader batch at each of {len(loose)} training steps "
+            "(a batch taken once, outside the loop?)",
+            evidence={"steps compared": len(loose)},
+        )
+
+
+def _same_start(first: Pass, second: Pass) -> bool:
+    count = min(len(first.indices), len(second.indices))
+    if count >= 2:
+        return first.indices[:count] == second.indices[:count]
+    shared = min(len(first.fingerprints), len(second.fingerprints))
+    return shared >= 2 and first.fingerprints[:shared] == second.fingerprints[:shared]
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    metadata = getattr(node, "_input_metadata", None)
+    if not metadata:
+        return None
+    return tuple(int(d) for d in metadata[0].shape)
+
+
+def _broadcast_node(
+    root: Any, depth: int = 8
+) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
+    """An elementwise node in the first ``depth`` levels under ``root`` that makes
+    ``(N, N)`` out of a single differentiable ``(N, 1)`` or ``(N,)`` input."""
+    frontier = [root] if root is not None else []
+    for _ in range(depth):
+        following = []
+        for node in frontier:
+            children = [n for n, _ in node.next_functions if n is not None]
+            after = _shape(node)
+            if node.name() in ELEMENTWISE and len(children) == 1 and after is not None:
+                before = _shape(children[0])
+                if (
+                    before is not None and len(after) == 2 and after[0] == after[1] >= 2
+                    and before in ((after[0], 1), (after[0],))
+                ):  # fmt: skip
+                    return node.name(), before, after
+            following.extend(children)
+        frontier = following[:32]
+    return None

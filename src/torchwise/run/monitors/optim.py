@@ -1,0 +1,397 @@
+"""Optimizer steps and the gradients they use (TWR101, TWR102, TWR103, TWR104).
+
+Every optimizer step goes through torch's global step hooks. At each step the
+monitor notes, for every parameter, which gradient tensor the step consumed
+(its identity and version counter). Two hooks per parameter then watch each
+``backward``: one before the new gradient is added to ``.grad`` and one after.
+A backward that adds to the very gradient an earlier step consumed, unchanged
+since (not set to None, not zeroed), *carries* that gradient into the next step;
+when that next step runs, the parameter's gradient mixes two steps: TWR101.
+Gradient accumulation (several backwards, then one step, then ``zero_grad``)
+never adds to a consumed gradient, and a GAN's generator backward that adds to
+the discriminator's consumed gradients is harmless as long as the discriminator
+zeroes them before its own next step, which is the only time it counts.
+
+At the end: parameters an optimizer holds that never got a gradient (TWR102,
+with a replay that tells a gradient cut by ``.detach()`` from an output nobody
+uses), parameters that get gradients but no optimizer holds (TWR103), and
+frozen parameters a step changed anyway (TWR104).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    Optimizer,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+from torchwise.findings import Severity
+from torchwise.run.monitors.modules import ModuleMonitor
+from torchwise.run.monitors.replay import influences_output
+from torchwise.run.session import Session
+from torchwise.run.sites import Site, user_site
+
+#: steps during which frozen parameters are compared before and after the step
+FROZEN_STEPS = 3
+SHOWN = 4
+
+
+@dataclass
+class ParamState:
+    """What the monitor knows about one parameter's gradient."""
+
+    #: (id, version) of the gradient the last step consumed
+    stepped: tuple[int, int] | None = None
+    #: (id, version) of the gradient right after the last backward added to it
+    after: tuple[int, int] | None = None
+    #: the backward that added to a consumed gradient (TWR101), until the next step
+    carry: Site | None = None
+    got_grad: bool = False
+
+
+def _state_of(grad: torch.Tensor | None) -> tuple[int, int] | None:
+    return None if grad is None else (id(grad), grad._version)
+
+
+class OptimizerMonitor:
+    """Step hooks, per-parameter gradient hooks, and the end-of-run parameter checks."""
+
+    def __init__(self, session: Session, modules: ModuleMonitor) -> None:
+        self.session = session
+        self.modules = modules
+        self.states: dict[int, ParamState] = {}
+        self.params: dict[int, weakref.ref[torch.Tensor]] = {}
+        #: strong references: the script's objects die with its namespace, before judging
+        self.optimizers: dict[int, Optimizer] = {}
+        self.optimizer_sites: dict[int, Site | None] = {}
+        self._frozen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        #: modules assigned to an attribute after an optimizer existed: id -> line
+        self.assigned: dict[int, Site | None] = {}
+
+    def install(self) -> None:
+        patches = self.session.patches
+        patches.handle(register_optimizer_step_pre_hook(self._before_step))
+        patches.handle(register_optimizer_step_post_hook(self._after_step))
+        original_init = Optimizer.__init__
+        monitor = self
+
+        def init(optimizer: Optimizer, *args: Any, **kwargs: Any) -> None:
+            original_init(optimizer, *args, **kwargs)
+            monitor.optimizer_sites.setdefault(id(optimizer), user_site())
+            monitor.optimizers.setdefault(id(optimizer), optimizer)
+
+        patches.setattr(Optimizer, "__init__", init)
+        original_setattr = torch.nn.Module.__setattr__
+
+        def assign(module: torch.nn.Module, name: str, value: Any) -> None:
+            original_setattr(module, name, value)
+            if monitor.optimizers and isinstance(value, torch.nn.Module):
+                monitor.assigned[id(value)] = user_site()
+
+        patches.setattr(torch.nn.Module, "__setattr__", assign)
+
+    # parameters ------------------------------------------------------------------
+    def _watch(self, param: torch.Tensor) -> ParamState:
+        key = id(param)
+        state = self.states.get(key)
+        if state is not None:
+            return state
+        state = self.states[key] = ParamState()
+        self.params[key] = weakref.ref(param)
+        if not param.requires_grad or not param.is_leaf:
+            return state
+        session = self.session
+
+        def before(grad: torch.Tensor) -> None:
+            current = _state_of(param.grad)
+            if current is not None and current == state.stepped:
+                state.carry = session.backward_site
+            elif current is None or current != state.after:
+                state.carry = None  # reset since (zero_grad, set to None, a new tensor)
+
+        def after(tensor: torch.Tensor) -> None:
+            state.after = _state_of(tensor.grad)
+            state.got_grad = True
+
+        session.patches.handle(param.register_hook(before))  # type: ignore[no-untyped-call]
+        session.patches.handle(
+            param.register_post_accumulate_grad_hook(after)  # type: ignore[no-untyped-call]
+        )
+        return state
+
+    def known_optimizers(self) -> list[Optimizer]:
+        return list(self.optimizers.values())
+
+    def optimizer_params(self, optimizer: Optimizer) -> list[torch.Tensor]:
+        return [p for group in optimizer.param_groups for p in group["params"]]
+
+    # step hooks ------------------------------------------------------------------
+    def _before_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
+        session = self.session
+        self.optimizers.setdefault(id(optimizer), optimizer)
+        session.emit("step_pre", optimizer)
+        carried: list[torch.Tensor] = []
+        site: Site | None = None
+        for param in self.optimizer_params(optimizer):
+            state = self._watch(param)
+            if param.grad is not None and param.requires_grad:
+                state.got_grad = True
+            if state.carry is not None:
+                carried.append(param)
+                site = site or state.carry
+                state.carry = None
+        if carried:
+            self._report_carry(optimizer, carried, site)
+        if session.optimizer_steps.get(id(optimizer), 0) < FROZEN_STEPS:
+            self._frozen = [
+                (p, p.detach().clone()) for p in self.optimizer_params(optimizer)
+                if not p.requires_grad
+            ]  # fmt: skip
+
+    def _after_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
+        for param in self.optimizer_params(optimizer):
+            self._watch(param).stepped = _state_of(param.grad)
+        if self._frozen:
+            changed = [p for p, before in self._frozen if not torch.equal(p.detach(), before)]
+            self._frozen = []
+            if changed:
+                self._report_frozen(optimizer, changed)
+        self.session.emit("step_post", optimizer)
+        self.session.record_step(id(optimizer))  # may end the run: last
+
+    def _names(self, params: Sequence[torch.Tensor]) -> list[str]:
+        owners = self.modules.parameter_owners()
+        return [owners.get(id(p), (f"parameter {tuple(p.shape)}", 0))[0] for p in params]
+
+    def _report_carry(
+        self, optimizer: Optimizer, carried: list[torch.Tensor], site: Site | None
+    ) -> None:
+        step = self.session.optimizer_steps.get(id(optimizer), 0) + 1
+        names = self._names(carried)
+        total = len(self.optimizer_params(optimizer))
+        self.session.report(
+            "TWR101",
+            site,
+            f"gradients accumulate across optimizer steps: this backward adds to the "
+            f"gradients that step {step - 1} of {type(optimizer).__name__} already used, "
+            f"so step {step} applies both (no zero_grad between step and backward)",
+            evidence={
+                "parameters": f"{len(carried)} of {total}: {', '.join(names[:SHOWN])}"
+                + (", ..." if len(names) > SHOWN else ""),
+                "optimizer": _label(
+                    type(optimizer).__name__, self.optimizer_sites.get(id(optimizer))
+                ),
+            },
+        )
+
+    def _report_frozen(self, optimizer: Optimizer, changed: list[torch.Tensor]) -> None:
+        names = self._names(changed)
+        self.session.report(
+            "TWR104",
+            user_site(),
+            f"optimizer.step() changed {len(changed)} parameter(s) with requires_grad=False: "
+            "they still hold a gradient (or momentum) from before they were frozen",
+            evidence={
+                "parameters": ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+            },
+        )
+
+    # end of run ------------------------------------------------------------------
+    def finish(self) -> None:
+        if self.session.steps < 2:
+            return
+        self._gradless()
+        self._unoptimized()
+        self._frozen_batchnorm()
+
+    def _replacement_site(self, params: Sequence[torch.Tensor]) -> Site | None:
+        """The line that assigned the module holding ``params`` (or one of its parents)."""
+        owners = self.modules.parameter_owners()
+        for root in self.modules.root_modules():
+            by_name = dict(root.named_modules())
+            for param in params:
+                name = owners.get(id(param), ("", 0))[0]
+                parts = name.split(".")[:-1]
+                for depth in range(len(parts), 0, -1):
+                    module = by_name.get(".".join(parts[:depth]))
+                    if module is not None and self.assigned.get(id(module)) is not None:
+                        return self.assigned[id(module)]
+        return None
+
+    def _frozen_batchnorm(self) -> None:
+        """TWR111: frozen batch norm that trains in training mode (its statistics move)."""
+        for key, root in self.modules.roots.items():
+            trained = [c for c in self.modules.calls if c.module_id == key and c.used]
+            active = {name for c in trained for name in (c.train_layers or ())}
+            for name, layer in root.named_modules():
+                if name not in active or not isinstance(
+                    layer, torch.nn.modules.batchnorm._BatchNorm
+                ):
+                    continue
+                params = list(layer.parameters(recurse=False))
+                if not params or any(p.requires_grad for p in params):
+                    continue
+                run = self.modules.runs.get(id(layer))
+                self.session.report(
+                    "TWR111",
+                    run.site if run is not None else None,
+                    f"`{name}` ({type(layer).__name__}) is frozen (requires_grad=False) but "
+                    "runs in training mode: its running statistics still change at every step",
+                    evidence={"momentum": layer.momentum},
+                )
+
+    def _optimized(self) -> dict[int, torch.Tensor]:
+        found: dict[int, torch.Tensor] = {}
+        for optimizer in self.known_optimizers():
+            if self.session.optimizer_steps.get(id(optimizer)):
+                for param in self.optimizer_params(optimizer):
+                    found[id(param)] = param
+        return found
+
+    def _gradless(self) -> None:
+        owners = self.modules.parameter_owners()
+        optimized = self._optimized()
+        gradless = {
+            key for key, p in optimized.items()
+            if p.requires_grad and not self.states.get(key, ParamState()).got_grad
+            and key in owners
+        }  # fmt: skip
+        if not gradless:
+            return
+        for module, names in _topmost_groups(self.modules, gradless):
+            run = self.modules.runs.get(id(module))
+            evidence: dict[str, object] = {
+                "parameters": f"{len(names)}: {', '.join(names[:SHOWN])}"
+                + (", ..." if len(names) > SHOWN else "")
+            }
+            label = self.modules.module_names().get(id(module), type(module).__name__)
+            if run is None:
+                severity, why = Severity.INFO, "its forward never ran"
+            elif not run.grad:
+                severity, why = Severity.INFO, "it only ran under torch.no_grad()"
+            elif influences_output(self.session, self.modules.last_forward, module):
+                severity = Severity.WARNING
+                why = (
+                    "its output reaches the model's output, but the gradient is cut on the way "
+                    "(a .detach(), .data or a no_grad block)"
+                )
+            else:
+                severity, why = Severity.INFO, "its output is not used by the loss"
+            self.session.report(
+                "TWR102",
+                (run.site if run is not None else None) or self._first_optimizer_site(),
+                f"`{label}` ({type(module).__name__}) never gets a gradient in "
+                f"{self.session.steps} steps although the optimizer holds its "
+                f"parameters: {why}",
+                severity=severity,
+                evidence=evidence,
+            )
+
+    def _first_optimizer_site(self) -> Site | None:
+        return next((site for site in self.optimizer_sites.values() if site is not None), None)
+
+    def _unoptimized(self) -> None:
+        optimized = self._optimized()
+        owners = self.modules.parameter_owners()
+        trained = [
+            module for module in self.modules.root_modules()
+            if any(c.used and c.module_id == id(module) for c in self.modules.calls)
+        ]  # fmt: skip
+        missing = [
+            p for root in trained for p in root.parameters()
+            if p.requires_grad and p.grad is not None and id(p) not in optimized
+        ]  # fmt: skip
+        if not missing or not optimized:
+            return
+        stale = [p for key, p in optimized.items() if key not in owners]
+        site = next(iter(self.optimizer_sites.values()), None)
+        names = self._names(missing)
+        evidence = {"not optimized": f"{len(missing)}: {', '.join(names[:SHOWN])}"}
+        if stale:
+            replaced = self._replacement_site(missing)
+            if replaced is not None:
+                evidence["optimizer"] = f"built at {site.label}" if site is not None else "?"
+            self.session.report(
+                "TWR103",
+                replaced or site,
+                f"the optimizer holds {len(stale)} parameter(s) the model no longer has, and "
+                f"{len(missing)} of the model's parameters get gradients but are in no "
+                "optimizer: a layer was replaced after the optimizer was built",
+                severity=Severity.ERROR,
+                evidence=evidence,
+            )
+            return
+        missing_ids = {id(p) for p in missing}
+        names_by_id = self.modules.module_names()
+        first_optimized = min(
+            (
+                run.order for key, run in self.modules.runs.items()
+                if any(id(p) in optimized for p in _module_params(self.modules, key))
+            ),
+            default=None,
+        )  # fmt: skip
+        for module, group in _topmost_groups(self.modules, missing_ids):
+            own = list(module.parameters(recurse=False))
+            partial = any(id(p) in optimized for p in own)
+            run = self.modules.runs.get(id(module))
+            downstream = (
+                run is not None and first_optimized is not None and run.order > first_optimized
+            )
+            label = names_by_id.get(id(module), type(module).__name__)
+            if partial:
+                why = f"{len(group)} of its parameters (the others are optimized)"
+            elif downstream:
+                why = "it, although it runs after layers that are optimized"
+            else:
+                why = "it (set requires_grad_(False) if it is meant to stay frozen)"
+            self.session.report(
+                "TWR103",
+                site,
+                f"`{label}` gets gradients at every step but no optimizer updates {why}",
+                severity=Severity.WARNING if partial or downstream else Severity.INFO,
+                evidence={"parameters": ", ".join(group[:SHOWN])},
+            )
+
+
+def _module_params(modules: ModuleMonitor, key: int) -> list[torch.Tensor]:
+    for root in modules.root_modules():
+        for module in root.modules():
+            if id(module) == key:
+                return list(module.parameters(recurse=False))
+    return []
+
+
+def _label(what: str, site: Site | None) -> str:
+    return f"{what} built at {site.label}" if site is not None else what
+
+
+def _topmost_groups(modules: ModuleMonitor, selected: set[int]) -> list[tuple[Any, list[str]]]:
+    """The largest modules all of whose parameters are ``selected``, with their names."""
+    groups: list[tuple[Any, list[str]]] = []
+    taken: set[int] = set()
+    for root in modules.root_modules():
+        for prefix, module in root.named_modules():
+            # frozen parameters (a fixed positional table) do not make a group partial
+            params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+            keys = {id(p) for _, p in params}
+            if not keys or not keys <= selected or keys <= taken:
+                continue
+            taken |= keys
+            groups.append((module, [f"{prefix}.{n}" if prefix else n for n, _ in params]))
+    leftover = selected - taken
+    if leftover:  # parameters held by a module that is not wholly selected
+        owners = modules.parameter_owners()
+        by_module: dict[int, list[str]] = {}
+        for key in leftover:
+            name, owner = owners.get(key, ("?", 0))
+            by_module.setdefault(owner, []).append(name)
+        names = {id(m): m for root in modules.root_modules() for m in root.modules()}
+        groups += [(names[o], n) for o, n in by_module.items() if o in names]
+    return groups

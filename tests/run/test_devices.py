@@ -1,0 +1,134 @@
+"""``--as-cuda``: what would fail on a GPU fails here, and what works there works here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from run_helpers import codes
+
+Run = Callable[..., dict[str, Any]]
+
+CLEAN = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+assert torch.cuda.is_available() and torch.cuda.device_count() == 1
+device = torch.device("cuda")
+print(torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).total_memory)
+data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 4, (64,)))
+loader = DataLoader(data, batch_size=8, shuffle=True, pin_memory=True)
+model = nn.Sequential(
+    nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+    nn.Flatten(), nn.Dropout(0.1), nn.Linear(8, 4),
+).cuda()
+assert next(model.parameters()).is_cuda and next(model.parameters()).device.type == "cuda"
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+scaler = torch.amp.GradScaler("cuda")
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
+for epoch in range(2):
+    model.train()
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device)
+        with torch.autocast("cuda", dtype=torch.float16):
+            logits = model(x)
+            loss = nn.functional.cross_entropy(logits, y) * torch.tensor(1.0)  # a CPU scalar
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        mask = torch.ones(8, device=x.device)
+        top = logits[torch.arange(8), y]  # CPU index on a CUDA tensor: allowed
+    model.eval()
+    with torch.no_grad():
+        for x, y in loader:
+            correct = (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+            probabilities = model(x.cuda()).softmax(1).cpu().numpy()
+end.record()
+torch.cuda.synchronize()
+print(start.elapsed_time(end))
+torch.save(model.state_dict(), "model.pt")
+state = torch.load("model.pt", map_location="cuda")
+model.load_state_dict(state)
+"""
+
+
+def test_a_correct_gpu_script_runs_clean(run: Run) -> None:
+    result = run(CLEAN, as_cuda=True)
+    assert result["exit_status"] in (0, None), result
+    assert codes(result, serious=True) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("out = model(x)", "TWR401"),  # the input never moved
+        ("out = model(x.cuda()) + torch.randn(8, 2)", "TWR401"),
+        ("out = torch.cat([model(x.cuda()), torch.zeros(8, 2)])", "TWR401"),
+        ("out = model(x.cuda()) * torch.tensor(2.0)", None),  # a 0-dim CPU tensor is fine
+        ("out = model(x.cuda()); out.detach().numpy()", "TWR402"),
+        ("out = model(x.cuda()); out.detach().cpu().numpy()", None),
+        ("out = model.cpu()(x)", None),
+    ],
+)
+def test_device_lines(line: str, expected: str | None, run: Run) -> None:
+    source = f"""
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2).to("cuda")
+    x = torch.randn(8, 4)
+    {line}
+    """
+    found = codes(run(source, as_cuda=True), serious=True)
+    assert found == ([expected] if expected else [])
+
+
+def test_a_model_never_moved(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(8, 4).cuda()
+    loss = model(x).sum()
+    """
+    result = run(source, as_cuda=True)
+    found = [f for f in result["findings"] if f["code"] == "TWR401"]
+    assert len(found) == 1 and found[0]["line"] == 7
+    assert "cuda:0 (8, 4)" in found[0]["data"]["tensors"]
+    assert "cpu (8, 4)" in found[0]["data"]["tensors"]  # the weight
+
+
+def test_without_as_cuda_nothing_is_simulated(run: Run) -> None:
+    source = """
+    import torch
+    assert not torch.cuda.is_available()
+    """
+    assert run(source)["exit_status"] == 0
+
+
+def test_data_parallel_and_compile_run_on_the_simulated_device(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    layers = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    model = torch.compile(nn.DataParallel(layers))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8,)).cuda()
+        loss = nn.functional.cross_entropy(model(x), y)  # DataParallel moves x itself
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    result = run(source, as_cuda=True)
+    assert result["exit_status"] == 0 and result["steps"] == 3
+    assert codes(result, serious=True) == []
+    assert any("torch.compile" in note for note in result["notes"])

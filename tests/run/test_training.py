@@ -1,0 +1,274 @@
+"""Training-loop checks on the patterns that look like bugs and are not (and the ones that are)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from run_helpers import codes
+
+Run = Callable[..., dict[str, Any]]
+
+GAN = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(2, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+D = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Dropout(0.3), nn.Linear(8, 1))
+opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
+bce = nn.BCEWithLogitsLoss()
+for step in range(4):
+    real = torch.randn(16, 4)
+    z = torch.randn(16, 2)
+    # discriminator: real vs fake (the fake detached), zeroed before its backward
+    D.zero_grad()
+    fake = G(z)
+    loss_d = bce(D(real), torch.ones(16, 1)) + bce(D(fake.detach()), torch.zeros(16, 1))
+    loss_d.backward()
+    opt_d.step()
+    # generator: its backward reaches D's parameters too, which D zeroes next time
+    G.zero_grad()
+    loss_g = bce(D(fake), torch.ones(16, 1))
+    loss_g.backward()
+    opt_g.step()
+    with torch.no_grad():
+        samples = G(torch.randn(16, 2))  # sampling in train mode, then more training
+"""
+
+
+def test_gan_training_is_clean(run: Run) -> None:
+    assert codes(run(GAN), serious=True) == []
+
+
+def test_unused_output_is_a_hint_and_a_detach_a_warning(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self, cut):
+            super().__init__()
+            self.cut = cut
+            self.encoder = nn.Linear(4, 8)
+            self.pooler = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = self.encoder(x)
+            pooled = self.pooler(h)  # computed, never used by the loss
+            if self.cut:
+                h = h.detach()
+            return self.head(torch.relu(h))
+
+    for cut in (False, True):
+        model = Net(cut)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    result = run(source)
+    found = {(f["code"], f["severity"], f["message"].split("`")[1]) for f in result["findings"]}
+    assert ("TWR102", "info", "pooler") in found
+    assert ("TWR102", "warning", "encoder") in found
+    assert not any(f[0] == "TWR102" and f[1] == "warning" and f[2] != "encoder" for f in found)
+
+
+def test_frozen_by_no_grad_is_a_hint(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Linear(4, 8)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            with torch.no_grad():
+                features = self.backbone(x)
+            return self.head(features)
+
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for step in range(3):
+        loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    result = run(source)
+    assert [(f["code"], f["severity"]) for f in result["findings"]] == [("TWR102", "info")]
+
+
+OPTIMIZED_PART = """
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model[{part}].parameters(), lr=0.1)
+for step in range(3):
+    loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_trained_head_alone_is_a_hint_a_left_out_head_a_warning(run: Run) -> None:
+    head_only = run(OPTIMIZED_PART.format(part="4:"))
+    assert {(f["code"], f["severity"]) for f in head_only["findings"]} == {("TWR103", "info")}
+    backbone_only = run(OPTIMIZED_PART.format(part=":3"))
+    assert ("TWR103", "warning") in {(f["code"], f["severity"]) for f in backbone_only["findings"]}
+
+
+def test_a_scaler_the_script_disabled_is_left_alone(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda", enabled=False)
+    for step in range(3):
+        loss = model(torch.randn(8, 4)).sum()
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    """
+    assert codes(run(source)) == []
+
+
+def test_a_per_batch_scheduler_after_the_step_is_clean(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=10)
+    for step in range(4):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+    """
+    assert codes(run(source)) == []
+
+
+def test_losses_appended_with_their_graph_are_kept_alive(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    history, values = [], []
+    for step in range(5):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append(loss)
+        values.append(loss.item())
+    """
+    result = run(source)
+    kept = [f for f in result["findings"] if f["code"] == "TWR109"]
+    assert len(kept) == 1 and "`history`" in kept[0]["message"] and kept[0]["line"] == 13
+
+
+def test_nan_from_the_data_and_from_the_loss(run: Run) -> None:
+    from_data = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(8, 4)
+        x[0, 0] = float("nan")
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    found = [f for f in run(from_data)["findings"] if f["code"] == "TWR110"]
+    assert len(found) == 1 and "batch" in found[0]["data"]["cause"]
+    from_loss = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        out = model(torch.randn(8, 4))
+        loss = torch.log(out - 100.0).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    found = [f for f in run(from_loss)["findings"] if f["code"] == "TWR110"]
+    assert len(found) == 1 and found[0]["line"] == 9
+
+
+def test_argv_and_the_main_guard_are_the_scripts(tmp_path: Any) -> None:
+    from torchwise.run.child import execute
+    from torchwise.run.options import RunOptions, Target
+
+    script = tmp_path / "argv.py"
+    script.write_text(
+        "import sys\nif __name__ == '__main__':\n"
+        "    assert sys.argv[1:] == ['--lr', '0.1'], sys.argv\n    sys.exit(3)\n"
+    )
+    result = execute(Target(str(script), None, ("--lr", "0.1")), RunOptions())
+    assert result["exit_status"] == 3
+    assert [(f["code"], f["line"]) for f in result["findings"]] == [("TWR001", 4)]
+
+
+def test_a_frozen_table_does_not_split_a_detached_encoder(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 8)
+            self.positions = nn.Embedding.from_pretrained(torch.randn(5, 8), freeze=True)
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+        def forward(self, ids):
+            x = self.embed(ids) + self.positions(torch.arange(5))
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Encoder()
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, ids):
+            memory = self.encoder(ids)
+            memory = memory.detach()
+            return self.head(memory).mean(1)
+
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters())
+    for step in range(3):
+        ids, labels = torch.randint(0, 10, (4, 5)), torch.randint(0, 2, (4,))
+        loss = nn.functional.cross_entropy(model(ids), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    found = [(f["code"], f["severity"], f["line"]) for f in run(source)["findings"]]
+    assert found == [("TWR102", "warning", 25)]  # memory = self.encoder(ids)
