@@ -14,15 +14,10 @@ from pathlib import Path
 
 import torch
 
+from torchwise.tune.arms import THREAD_SWITCH_SETTLE_S, steps_per_loader_sample
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
-from torchwise.tune.search import (
-    THREAD_SWITCH_SETTLE_S,
-    Search,
-    SearchConfig,
-    _stage_share,
-    steps_per_loader_sample,
-)
+from torchwise.tune.search import Search, SearchConfig, stage_share
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, first_round, run_session
 from torchwise.tune.stats import Verdict
 from torchwise.tune.step import StepSettings, Workload
@@ -605,7 +600,7 @@ def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workl
     assert share_of_first_stage(["threads-1", "fused-optimizer"]) == 0.35
     assert share_of_first_stage(["threads-1"]) == 0.6
     knobs, _ = available_knobs(cpu_facts(cnn_workload), only=six)
-    assert _stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15
+    assert stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15
 
 
 def contended_time(settings: StepSettings) -> float:

@@ -248,7 +248,10 @@ class TrainingStep:
         self.settings = settings
         self.device = workload.device
         if settings.cuda_graph and settings.grad_scaler:
-            raise TorchwiseError("CUDA graphs cannot capture GradScaler's inf checks")
+            raise NotApplicable(
+                "GradScaler reads its inf check back to the host every step: a CUDA graph "
+                "cannot capture that"
+            )
         self.module = copy_model(workload.model).to(self.device)
         self.module.train()
         if settings.channels_last:
@@ -262,10 +265,37 @@ class TrainingStep:
         if settings.compile:
             self.forward_module = torch.compile(self.module, backend=settings.compile_backend)
         self.optimizer = workload.optimizer.build(self.module.parameters(), **self._impl_kwargs())
-        self.scaler = torch.amp.GradScaler("cuda") if settings.grad_scaler else None
+        self.scaler = self._scaler() if settings.grad_scaler else None
         self.batches = self._batches()
         self.losses: list[torch.Tensor] = []
         self._graph: _GraphedStep | None = None
+
+    def _scaler(self, init_scale: float = 2.0**16) -> torch.amp.GradScaler:
+        return torch.amp.GradScaler(self.device.type, init_scale=init_scale)
+
+    def calibrate_scaler(self, batch: Batch, max_steps: int = 32) -> tuple[int, float]:
+        """Start GradScaler at the scale its first steps would settle on: (steps skipped, scale).
+
+        GradScaler starts at 2**16 and halves its scale at every step whose
+        gradients overflow, skipping that step: expected behaviour, not a bug. A
+        throwaway copy takes those steps on ``batch``; this arm's scaler then
+        starts at the first scale that did not overflow, so its own steps are all
+        real ones (and the arm's model is untouched by the probe).
+        """
+        assert self.scaler is not None
+        probe = TrainingStep(self.workload, dataclasses.replace(self.settings, cuda_graph=False))
+        assert probe.scaler is not None
+        skipped = 0
+        with probe.scope():
+            for _ in range(max_steps):
+                before = probe.scaler.get_scale()
+                probe.step_on(batch)
+                if probe.scaler.get_scale() >= before:
+                    break
+                skipped += 1
+        scale = before
+        self.scaler = self._scaler(scale)
+        return skipped, scale
 
     def _impl_kwargs(self) -> dict[str, Any]:
         impl, kwargs = self.settings.optimizer_impl, {}
@@ -310,7 +340,13 @@ class TrainingStep:
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.settings.autocast is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=_AUTOCAST_DTYPES[self.settings.autocast])
+        # A captured graph must not reuse autocast's cast cache across replays
+        # (torch.cuda.graphs' documented requirement).
+        return torch.autocast(
+            self.device.type,
+            dtype=_AUTOCAST_DTYPES[self.settings.autocast],
+            cache_enabled=not self.settings.cuda_graph,
+        )
 
     def forward_loss(self, batch: Batch) -> torch.Tensor:
         with self.autocast():
@@ -379,42 +415,84 @@ def _pin(t: torch.Tensor) -> torch.Tensor:
     return t.pin_memory() if t.device.type == "cpu" else t
 
 
-class _GraphedStep:
-    """The whole step captured as one CUDA graph and replayed (PyTorch's whole-network recipe).
+class NotApplicable(TorchwiseError):
+    """A knob that cannot apply to this step at all (reported with why, never as incorrect)."""
 
-    Inputs are copied into static tensors that the graph reads; the optimizer must
-    be capturable (``capturable=True`` for Adam/AdamW). Warm-up runs on a side
-    stream, as ``torch.cuda.graphs`` requires, before capture.
+
+class _GraphedStep:
+    """The user's step captured as one CUDA graph and replayed (PyTorch's whole-network recipe).
+
+    Every call is one real training step. The first :data:`GRAPH_WARMUP` run
+    eagerly on a side stream (as ``torch.cuda.graphs`` requires before capture:
+    lazy state such as the optimizer's is created there), each on its own batch,
+    as the user's first steps would; the graph is then captured (capture runs
+    nothing) and each later call copies its batch into the static inputs and
+    replays. The optimizer is built with ``capturable=True`` (Adam/AdamW keep
+    their step count on the device). A step that cannot be captured (a read back
+    to the host, an op capture does not support) raises :class:`NotApplicable`.
     """
 
     def __init__(self, owner: TrainingStep) -> None:
         self.owner = owner
-        first = owner.next_batch()
-        self.static = Batch(*map_tensors((first.args, first.kwargs, first.target), torch.clone))
-        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                owner.zero_grad()
-                owner.backward(owner.forward_loss(self.static))
-                owner.optimizer_step()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        owner.optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
-            self.loss = owner.forward_loss(self.static)
-            owner.backward(self.loss)
-            owner.optimizer_step()
+        self.static: Batch | None = None
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.loss: torch.Tensor | None = None
+        self.warm = 0
+        self.stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
 
-    def step(self, batch: Batch) -> torch.Tensor:
+    def _load(self, batch: Batch) -> Batch:
+        if self.static is None:
+            self.static = Batch(*map_tensors((batch.args, batch.kwargs, batch.target), torch.clone))
+            return self.static
         for dst, src in zip(
             tensors_in((self.static.args, self.static.kwargs, self.static.target)),
             tensors_in((batch.args, batch.kwargs, batch.target)),
             strict=True,
         ):
             dst.copy_(src, non_blocking=True)
-        self.graph.replay()
-        return self.loss.detach()
+        return self.static
+
+    def step(self, batch: Batch) -> torch.Tensor:
+        owner, static = self.owner, self._load(batch)
+        if self.graph is not None:
+            self.graph.replay()
+            assert self.loss is not None
+            return self.loss.detach().clone()
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            owner.optimizer.zero_grad(set_to_none=True)
+            loss = owner.forward_loss(static)
+            owner.backward(loss)
+            owner.optimizer_step()
+        torch.cuda.current_stream().wait_stream(self.stream)
+        self.warm += 1
+        if self.warm >= GRAPH_WARMUP:
+            self._capture(static)
+        return loss.detach()
+
+    def _capture(self, static: Batch) -> None:
+        owner = self.owner
+        graph = torch.cuda.CUDAGraph()
+        owner.optimizer.zero_grad(set_to_none=True)
+        try:
+            with torch.cuda.graph(graph):
+                self.loss = owner.forward_loss(static)
+                owner.backward(self.loss)
+                owner.optimizer_step()
+        except Exception as exc:
+            raise NotApplicable(
+                f"the step cannot be captured as a CUDA graph: {_first_line(exc)}"
+            ) from None
+        self.graph = graph
+
+
+#: Eager steps before capture (torch.cuda.graphs' whole-network example runs 3).
+GRAPH_WARMUP = 3
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 def first_step_seconds(step: TrainingStep, budget_s: float | None) -> float:
