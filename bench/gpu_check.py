@@ -186,8 +186,9 @@ def section_memory(out: Path, dry: bool, deadline: float) -> None:
 
 
 def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
-    import _gpu_sweep as sweep
     import torch
+
+    import _gpu_sweep as sweep
 
     spec = workload(name, dry)
     device = _device(dry)

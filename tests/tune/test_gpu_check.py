@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_dry_run_exercises_every_section(tmp_path: Path) -> None:
     out = tmp_path / "gpu"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--out", str(out), "--dry-run"]
-        + ["--scale-boxes", "20"],  # no verdict may depend on the machine's load
+        [
+            *(sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--out", str(out)),
+            *("--dry-run", "--scale-boxes", "20"),  # no verdict may depend on the machine's load
+        ],
         capture_output=True,
         text=True,
         timeout=3000,
