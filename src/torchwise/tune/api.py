@@ -230,13 +230,15 @@ def validate_options(options: TuneOptions) -> None:
                 f"{what}: unknown knob(s) {', '.join(map(repr, unknown))}",
                 hint="torchwise tune --list-knobs lists them",
             )
-    if options.compile:
+    if isinstance(options.compile_backend, str):  # a callable backend is the API's
         backends = _compile_backends()
         if options.compile_backend not in backends:
             raise TorchwiseError(
                 f"--compile-backend {options.compile_backend!r} is not a torch.compile backend",
                 hint="one of " + ", ".join(sorted(backends)),
             )
+    if options.train_script is not None:
+        read_train_script(options.train_script, options.device)  # readable, with a loop
     low, high = options.lr_range
     if not 0 < low < high:
         raise TorchwiseError(

@@ -69,15 +69,18 @@ def find_anchors(source: str) -> Anchors:
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             last_import = (stmt.end_lineno or stmt.lineno) - 1
-    loop = next(
-        (
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, (ast.For, ast.While))
-            and any(_method_calls(s, "backward") for s in n.body)
-        ),
-        None,
-    )
+    # The innermost loop whose own statements (not a nested loop's) call backward().
+    loops = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.For, ast.While))
+        and any(
+            _method_calls(s, "backward")
+            for s in _flatten(n.body)
+            if not isinstance(s, (ast.For, ast.While))
+        )
+    ]
+    loop = max(loops, key=lambda n: n.col_offset, default=None)
     backward = step = zero_grad = forward = None
     model_name = input_name = optimizer_name = loss_name = None
     if loop is not None:
@@ -234,21 +237,21 @@ def _wrap_forward(context: str) -> ScriptEdit:
 
 
 def _fp16(lines: Lines, a: Anchors) -> Lines | None:
-    if None in (a.forward, a.backward, a.step, a.optimizer_stmt, a.optimizer_name):
+    wrapped = _wrap_forward('torch.autocast("cuda", dtype=torch.float16)')(lines, a)
+    if wrapped is None:
         return None
-    assert a.backward is not None and a.step is not None and a.optimizer_stmt is not None
-    out = list(lines)
-    out[a.backward] = re.sub(
-        r"(\w[\w.]*)\.backward\(", r"scaler.scale(\1).backward(", out[a.backward]
+    b = find_anchors_lines(wrapped)
+    if b.backward is None or b.step is None or b.optimizer_stmt is None or not b.optimizer_name:
+        return None
+    out = list(wrapped)
+    out[b.backward] = re.sub(
+        r"(\w[\w.]*)\.backward\(", r"scaler.scale(\1).backward(", out[b.backward]
     )
-    name = re.escape(a.optimizer_name or "")
-    pad = _indent_of(out[a.step])
-    out[a.step] = re.sub(rf"\b{name}\.step\(\)", f"scaler.step({a.optimizer_name})", out[a.step])
-    out = [*out[: a.step + 1], pad + "scaler.update()", *out[a.step + 1 :]]
-    out = _insert(out, a.optimizer_stmt, ['scaler = torch.amp.GradScaler("cuda")'])
-    return _wrap_forward('torch.autocast("cuda", dtype=torch.float16)')(
-        out, find_anchors_lines(out)
-    )
+    name = re.escape(b.optimizer_name)
+    pad = _indent_of(out[b.step])
+    out[b.step] = re.sub(rf"\b{name}\.step\(\)", f"scaler.step({b.optimizer_name})", out[b.step])
+    out = [*out[: b.step + 1], pad + "scaler.update()", *out[b.step + 1 :]]
+    return _insert(out, b.optimizer_stmt, ['scaler = torch.amp.GradScaler("cuda")'])
 
 
 def find_anchors_lines(lines: Lines) -> Anchors:
@@ -368,7 +371,7 @@ class TrainScript:
             return None
 
     def _diff(self, before: Lines, after: Lines) -> str:
-        name = str(self.path)
+        name = self.path.as_posix().lstrip("/")
         return "".join(
             difflib.unified_diff(
                 [line + "\n" for line in before],
