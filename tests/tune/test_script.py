@@ -116,9 +116,10 @@ def test_fp16_wraps_the_forward_and_steps_through_the_scaler(script) -> None:  #
     assert 'scaler = torch.amp.GradScaler("cuda")' in after
     assert "scaler.step(opt)\n        scaler.update()" in after
     assert (
-        '        with torch.autocast("cuda", dtype=torch.float16):\n            logits = net(images)\n            loss = F.cross_entropy(logits, labels)'
-        in after
-    )
+        '        with torch.autocast("cuda", dtype=torch.float16):\n'
+        "            logits = net(images)\n"
+        "            loss = F.cross_entropy(logits, labels)"
+    ) in (after)
 
 
 def test_knobs_build_on_each_other_and_a_graph_is_a_labelled_pattern(script) -> None:  # type: ignore[no-untyped-def]
