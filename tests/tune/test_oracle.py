@@ -264,3 +264,26 @@ def test_the_band_is_the_margin_times_the_twins_plus_a_float32_floor() -> None:
 
 def test_the_harm_limit_is_doctors_loss_warning() -> None:
     assert HARM == 0.05
+
+
+class BNBlocks(nn.Module):
+    """Repeated blocks with BatchNorm: checkpointing recomputes their forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU()) for _ in range(2)
+        )
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
+def test_checkpointed_batchnorm_updates_its_running_statistics_twice_and_is_told() -> None:
+    torch.manual_seed(0)
+    wl = workload(BNBlocks(), torch.randn(8, 8))
+    result = Oracle(wl).judge(TrainingStep(wl, StepSettings(checkpointing=True)))
+    assert not result.ok and "in eval mode only" in (result.problem or ""), result.summary()

@@ -107,6 +107,23 @@ def dropout_off(module: nn.Module) -> Iterator[None]:
             m.p = p
 
 
+@contextlib.contextmanager
+def one_thread_unless(settings: StepSettings) -> Iterator[None]:
+    """One intra-op thread for a check, unless the arm sets the count itself.
+
+    A check's numbers do not depend on its speed, and on a busy machine two
+    OpenMP threads can make each step wait at a barrier for a pre-empted peer
+    (steps 100x slower were seen); one thread never does.
+    """
+    saved = torch.get_num_threads()
+    if settings.threads is None:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 def precision_of(settings: StepSettings) -> Precision:
     """The loosest precision a step's settings compute in."""
     if settings.autocast == "bf16":
@@ -272,7 +289,7 @@ class Oracle:
         batch = _permuted(self.batch) if permute else self.batch
         before = _fingerprint(step.module)
         losses, train, evals = [], [], []
-        with step.scope(), dropout_off(step.module):
+        with one_thread_unless(step.settings), step.scope(), dropout_off(step.module):
             step.module.train(self.train_mode)
             for t in range(steps):
                 emulate = Rounded(rounding) if rounding is not None else contextlib.nullcontext()
@@ -304,7 +321,7 @@ class Oracle:
             f"{rounding.name} rounding emulated": self._cached(
                 rounding.name, steps, rounding=rounding
             ),
-        }
+        }  # computed once each per tune run, when a knob first needs them
 
     def judge(self, step: TrainingStep, *, steps: int | None = None) -> CheckResult:
         """Train the knob's fresh ``step`` and judge its trajectory (module docstring)."""
@@ -330,6 +347,11 @@ class Oracle:
             problem = "the step did not update the parameters"
         elif not limits.admits(moved):
             problem = "the losses differ from fp32's more than the precision explains"
+            if limits.admits(deviation(knob.step + knob.train, base.step + base.train)):
+                problem += (
+                    " (in eval mode only: the running statistics differ, e.g. BatchNorm "
+                    "updated twice a step when its forward is recomputed)"
+                )
         elif precision is not FP32 and moved > HARM * max(abs(v) for v in base.values()):
             problem = (
                 f"{precision.name} moves this model's losses by over {HARM:.0%} "
