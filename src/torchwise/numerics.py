@@ -36,11 +36,6 @@ class Precision:
     #: autocast rounds its ops' outputs too; TF32 only the inputs (fp32 accumulation)
     rounds_outputs: bool
 
-    @property
-    def unit_roundoff(self) -> float:
-        """Half the gap between 1 and the next representable number."""
-        return 2.0 ** -(self.mantissa_bits + 1)
-
 
 FP32 = Precision("fp32", 23, rounds_outputs=False)
 TF32 = Precision("tf32", 10, rounds_outputs=False)
@@ -103,7 +98,7 @@ class Rounded(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__init__()  # type: ignore[no-untyped-call]
         self.precision = precision
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Any, _types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if not is_low_precision_op(func):
             return func(*args, **kwargs)

@@ -80,7 +80,7 @@ class NoDropout(TorchFunctionMode):
     """Functional dropout is the identity and attention's ``dropout_p`` is 0 (above autograd)."""
 
     def __torch_function__(
-        self, func: Any, types: Any, args: Any = (), kwargs: dict[str, Any] | None = None
+        self, func: Any, _types: Any, args: Any = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = dict(kwargs or {})
         if func in _DROPOUT_FUNCTIONS:

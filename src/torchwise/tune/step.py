@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -235,11 +234,6 @@ def time_limit(seconds: float | None, what: str) -> Iterator[None]:
 # -- the step ------------------------------------------------------------------
 
 
-def _default_impl(device: torch.device) -> str:
-    # torch.optim picks foreach when every parameter is on CUDA, else the for-loop.
-    return "foreach" if device.type == "cuda" else "for-loop"
-
-
 class TrainingStep:
     """One arm: a private model copy, its optimizer, and a source of batches."""
 
@@ -256,11 +250,10 @@ class TrainingStep:
         self.module.train()
         if settings.channels_last:
             self.module = self.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self.checkpointed: list[str] = []
         if settings.checkpointing:
             from torchwise.tune.checkpointing import apply_checkpointing
 
-            self.checkpointed = apply_checkpointing(self.module)
+            apply_checkpointing(self.module)
         self.forward_module: Callable[..., Any] = self.module
         if settings.compile:
             self.forward_module = torch.compile(self.module, backend=settings.compile_backend)
@@ -493,11 +486,3 @@ GRAPH_WARMUP = 3
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
-
-
-def first_step_seconds(step: TrainingStep, budget_s: float | None) -> float:
-    """Time the first step (where torch.compile compiles), within ``budget_s``."""
-    start = time.perf_counter()
-    with step.scope(), time_limit(budget_s if step.settings.compile else None, "torch.compile"):
-        step.run(1)
-    return time.perf_counter() - start
