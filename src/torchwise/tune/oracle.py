@@ -299,6 +299,7 @@ class Oracle:
                 train.append(self.reference_loss(step.module, train=self.train_mode, seed=t))
                 evals.append(self.reference_loss(step.module, train=False, seed=t))
             step.module.train(True)
+        step.release_graph()  # it was captured with dropout off: timing captures its own
         return Trajectory(
             tuple(losses), tuple(train), tuple(evals), _fingerprint(step.module) != before
         )

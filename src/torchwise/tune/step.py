@@ -382,6 +382,11 @@ class TrainingStep:
         self.optimizer_step()
         return loss.detach()
 
+    def release_graph(self) -> None:
+        """Forget a captured CUDA graph: the next steps warm up and capture again (after a
+        correctness check, which captured the step with dropout off)."""
+        self._graph = None
+
     def step_on(self, batch: Batch) -> torch.Tensor:
         """One step on the given host batch (the correctness check feeds every arm the same)."""
         saved, self.batches = self.batches, itertools.repeat(batch)
