@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.api import build_workload
+from torchwise.tune.options import TuneOptions
 from torchwise.tune.oracle import MARGIN, Oracle
 from torchwise.tune.step import StepSettings, TrainingStep, Workload
 
@@ -59,7 +60,12 @@ def _hf(kind: str) -> tuple[nn.Module, torch.Tensor]:
         )  # fmt: skip
         return Logits(tf.ViTForImageClassification(config)), torch.randn(4, 3, 32, 32)
     config = tf.ConvNextConfig(
-        num_channels=3, hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, num_labels=10, image_size=32
+        num_channels=3,
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        num_stages=2,
+        num_labels=10,
+        image_size=32,
     )
     return Logits(tf.ConvNextForImageClassification(config)), torch.randn(4, 3, 32, 32)
 

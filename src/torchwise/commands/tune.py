@@ -175,7 +175,7 @@ def tune(
     require_torch("torchwise tune")
     from torchwise.tune import TuneOptions
     from torchwise.tune import tune as run_tune
-    from torchwise.tune.api import validate_options
+    from torchwise.tune.options import validate_options
 
     options = TuneOptions(
         loss=loss,

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchwise.tune.graphs import GRAPH_WARMUP
 from torchwise.tune.loader import LoaderSettings
 from torchwise.tune.loop import Edit, Loop, add_call_kwargs, add_setup
-from torchwise.tune.step import GRAPH_WARMUP
 
 SPEED = "speed"
 MEMORY = "memory"

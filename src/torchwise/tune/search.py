@@ -50,10 +50,11 @@ from torchwise.tune.arms import (
     settle_for,
     step_memory,
 )
+from torchwise.tune.graphs import NotApplicable
 from torchwise.tune.knobs import SPEED, Knob
 from torchwise.tune.oracle import Oracle
 from torchwise.tune.session import SessionConfig, SessionResult, first_round, run_session
-from torchwise.tune.step import NotApplicable, StepSettings, TrainingStep, Workload, time_limit
+from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
 from torchwise.tune.trials import Diluted, SearchResult, Stage, Trial, saving_bound
 
 Notify = Callable[[str], None]
