@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ sys.path.insert(0, str(HERE))
 
 #: section -> seconds it may take (sum 335 s: the whole check stays within 6 minutes)
 BOXES = {"env": 15, "memory": 40, "resnet50": 105, "gpt2": 95, "doctor": 45, "run": 35}
+#: the whole check's wall time: time the sections leave is given to doctor and run
+TOTAL_S = 350
 #: the dry run's boxes: CPU, tiny models, a loaded test machine
 DRY_BOXES = {"env": 30, "memory": 40, "resnet50": 45, "gpt2": 45}
 #: share of a workload section's box for the sweep; tune and the re-timing get the rest
@@ -273,6 +276,12 @@ def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
     ]
     write_json(path, result)
     if best is not None and time.monotonic() < deadline - 5:
+        import gc
+
+        del report
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         model = spec["model"].to(device)
         combos = [pick, best.combo] if pick != best.combo else [pick]
         times = sweep.retime(model, batch, combos, rounds=1 if dry else 2, steps=steps)
@@ -320,6 +329,32 @@ def run_boxed(command: list[str], box: float, log: Path) -> dict[str, Any]:
         "seconds": round(time.monotonic() - started, 1),
         "log": str(log),
     }
+
+
+def run_external(
+    out: Path,
+    started: float,
+    *,
+    scale: float = 1.0,
+    here: Path = HERE,
+    on_each: Callable[[str, dict[str, Any]], None] = lambda name, result: None,
+) -> dict[str, Any]:
+    """bench/gpu_doctor.py and bench/gpu_run.py, where they exist, each with ``--out DIR/<name>``.
+
+    Each gets its box, or its share of what the sections before it left of TOTAL_S.
+    """
+    runs: dict[str, Any] = {}
+    external = [n for n in ("doctor", "run") if (here / f"gpu_{n}.py").exists()]
+    for index, name in enumerate(external):
+        script = here / f"gpu_{name}.py"
+        left = TOTAL_S * scale - (time.monotonic() - started)
+        box = max(BOXES[name] * scale, left / (len(external) - index))
+        print(f"== {name}: {script.name} (up to {box:.0f} s)", flush=True)
+        (out / name).mkdir(exist_ok=True)
+        command = [sys.executable, str(script), "--out", str(out / name)]
+        runs[name] = run_boxed(command, box, out / f"{name}.log")
+        on_each(name, runs[name])
+    return runs
 
 
 def summarize(out: Path, runs: dict[str, Any]) -> list[str]:
@@ -390,7 +425,13 @@ def main() -> int:
         print("error: no CUDA device here; use --dry-run to exercise the check on CPU")
         return 2
     runs: dict[str, Any] = {}
+    started = time.monotonic()
     me = [sys.executable, str(Path(__file__).resolve())]
+
+    def save(name: str, result: dict[str, Any]) -> None:
+        runs[name] = result
+        write_json(args.out / "runs.json", runs)
+
     for name in SECTIONS:
         box = (DRY_BOXES[name] if args.dry_run else BOXES[name]) * args.scale_boxes
         command = [*me, "--section", name, "--out", str(args.out), "--box", str(box - 5)]
@@ -398,16 +439,10 @@ def main() -> int:
         print(f"== {name} (up to {box:.0f} s)", flush=True)
         runs[name] = run_boxed(command, box, args.out / f"{name}.log")
         write_json(args.out / "runs.json", runs)
-    for name in ("doctor", "run"):
-        script = HERE / f"gpu_{name}.py"
-        if not script.exists():
-            continue
-        print(f"== {name}: {script.name} (up to {BOXES[name]} s)", flush=True)
-        (args.out / name).mkdir(exist_ok=True)
-        command = [sys.executable, str(script), "--out", str(args.out / name)]
-        box = BOXES[name] * args.scale_boxes
-        runs[name] = run_boxed(command, box, args.out / f"{name}.log")
-        write_json(args.out / "runs.json", runs)
+    if args.dry_run:
+        print("== doctor, run: not in a dry run (their scripts need the GPU)")
+    else:
+        runs |= run_external(args.out, started, scale=args.scale_boxes, on_each=save)
     lines = summarize(args.out, runs)
     write_json(args.out / "summary.json", {"lines": lines, "runs": runs})
     print("\n".join(lines))

@@ -56,3 +56,26 @@ def test_a_section_that_overruns_its_box_is_killed_and_the_others_stay(tmp_path:
     assert json.loads((tmp_path / "a.json").read_text()) == {"x": 1}
     lines = gpu_check.summarize(tmp_path, {"resnet50": result})
     assert lines[0].startswith("GPU: ?") and any("no results" in line for line in lines)
+
+
+def test_the_other_helpers_gpu_scripts_run_with_their_out_folder(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.pop(0)
+    here = tmp_path / "bench"
+    here.mkdir()
+    (here / "gpu_doctor.py").write_text(
+        "import sys, pathlib\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'doctor.json').write_text('{}')\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    seen: list[str] = []
+    runs = gpu_check.run_external(
+        out, 0.0, here=here, on_each=lambda name, result: seen.append(name)
+    )
+    assert set(runs) == {"doctor"} and seen == ["doctor"]  # no gpu_run.py: not run
+    assert runs["doctor"]["exit_code"] == 0 and (out / "doctor" / "doctor.json").exists()
