@@ -138,3 +138,16 @@ def test_a_script_that_does_not_parse_is_one_clear_error(tmp_path: Path) -> None
     path.write_text("for x in loader:\n    loss.backward(\n")
     with pytest.raises(TorchwiseError, match="is not valid Python"):
         read_train_script(path)
+
+
+def test_the_example_projects_script_gets_edits_in_its_own_loop() -> None:
+    root = Path(__file__).resolve().parents[2]
+    script = read_train_script(root / "examples" / "cifar_project" / "train.py", "cuda")
+    a = find_anchors(script.source)
+    assert (a.model_name, a.input_name, a.optimizer_name) == ("model", "images", "optimizer")
+    ks = knobs()
+    bf16, fused = script.diffs([ks["bf16-autocast"], ks["fused-optimizer"]], fallback=Loop())
+    # its forward is already under fp16 autocast: the context changes, no second one nests
+    assert "-        with torch.cuda.amp.autocast():" in bf16
+    assert '+        with torch.autocast("cuda", dtype=torch.bfloat16):' in bf16
+    assert "SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)" in fused

@@ -47,6 +47,15 @@ class Anchors:
     loop: tuple[int, int] | None
 
 
+#: torch.optim's optimizer classes, as a script may name them after ``from torch.optim import``
+_OPTIMIZERS = frozenset(
+    {
+        "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop",
+        "ASGD", "Rprop", "LBFGS", "SparseAdam", "Adafactor", "Muon",
+    }
+)  # fmt: skip
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -55,7 +64,7 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def _method_calls(stmt: ast.stmt, method: str) -> list[ast.Call]:
+def _method_calls(stmt: ast.AST, method: str) -> list[ast.Call]:
     return [
         n
         for n in ast.walk(stmt)
@@ -63,13 +72,22 @@ def _method_calls(stmt: ast.stmt, method: str) -> list[ast.Call]:
     ]
 
 
-def find_anchors(source: str) -> Anchors:
-    tree = ast.parse(source)
-    last_import = None
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            last_import = (stmt.end_lineno or stmt.lineno) - 1
-    # The innermost loop whose own statements (not a nested loop's) call backward().
+def _is_optimizer(name: str) -> bool:
+    return name.startswith(("torch.optim.", "optim.")) or name.split(".")[-1] in _OPTIMIZERS
+
+
+def _flatten(body: Sequence[ast.stmt]) -> list[ast.stmt]:
+    """Statements with those inside ``with`` blocks (autocast already there)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.With):
+            out += _flatten(stmt.body)
+    return out
+
+
+def _training_loop(tree: ast.Module) -> ast.For | ast.While | None:
+    """The innermost loop whose own statements (not a nested loop's) call backward()."""
     loops = [
         n
         for n in ast.walk(tree)
@@ -80,29 +98,65 @@ def find_anchors(source: str) -> Anchors:
             if not isinstance(s, (ast.For, ast.While))
         )
     ]
-    loop = max(loops, key=lambda n: n.col_offset, default=None)
+    return max(loops, key=lambda n: n.col_offset, default=None)
+
+
+def _loss_name(call: ast.Call) -> str:
+    """``loss.backward()`` -> loss; ``scaler.scale(loss).backward()`` -> loss."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else call.func
+    if isinstance(receiver, ast.Call) and receiver.args:
+        return _dotted(receiver.args[0])
+    return _dotted(receiver)
+
+
+def _optimizer_step(stmt: ast.stmt) -> str | None:
+    """The optimizer a statement steps: ``opt.step()``, or ``scaler.step(opt)``."""
+    for call in _method_calls(stmt, "step"):
+        assert isinstance(call.func, ast.Attribute)
+        receiver = _dotted(call.func.value)
+        if call.args and "scal" in receiver.lower():
+            return _dotted(call.args[0]) or None
+        if not call.args and "sched" not in receiver.lower():
+            return receiver or None
+    return None
+
+
+def _model_name(tree: ast.Module, optimizer: str | None) -> str | None:
+    """The model: whose ``.parameters()`` the optimizer is built over."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not _is_optimizer(_dotted(node.func)):
+            continue
+        for arg in node.args[:1]:
+            for call in _method_calls(arg, "parameters"):
+                assert isinstance(call.func, ast.Attribute)
+                return _dotted(call.func.value) or None
+    return None
+
+
+def find_anchors(source: str) -> Anchors:
+    tree = ast.parse(source)
+    last_import = None
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            last_import = (stmt.end_lineno or stmt.lineno) - 1
+    loop = _training_loop(tree)
     backward = step = zero_grad = forward = None
-    model_name = input_name = optimizer_name = loss_name = None
+    input_name = optimizer_name = loss_name = None
+    body = _flatten(loop.body) if loop is not None else []
+    for stmt in body:
+        calls = _method_calls(stmt, "backward")
+        if calls and backward is None:
+            backward, loss_name = stmt.lineno - 1, _loss_name(calls[0])
+        stepped = _optimizer_step(stmt)
+        if stepped is not None and step is None:
+            step, optimizer_name = stmt.lineno - 1, stepped
+        if _method_calls(stmt, "zero_grad") and zero_grad is None:
+            zero_grad = stmt.lineno - 1
+    model_name = _model_name(tree, optimizer_name)
     if loop is not None:
-        body = _flatten(loop.body)
-        for stmt in body:
-            calls = _method_calls(stmt, "backward")
-            if calls and backward is None:
-                backward = stmt.lineno - 1
-                receiver = calls[0].func
-                assert isinstance(receiver, ast.Attribute)
-                loss_name = _dotted(receiver.value)
-            for call in _method_calls(stmt, "step"):
-                if step is None and isinstance(call.func, ast.Attribute):
-                    step = stmt.lineno - 1
-                    optimizer_name = _dotted(call.func.value)
-            if _method_calls(stmt, "zero_grad") and zero_grad is None:
-                zero_grad = stmt.lineno - 1
-        forward, model_name, input_name = _forward(body, loss_name, backward)
-    optimizer_call, optimizer_stmt = _constructor(
-        tree, lambda name: name.startswith(("torch.optim.", "optim.")), optimizer_name
-    )
-    loader_call, _ = _constructor(tree, lambda name: name.endswith("DataLoader"), None)
+        forward, model_name, input_name = _forward(body, loss_name, backward, model_name)
+    optimizer_call, optimizer_stmt = _constructor(tree, _is_optimizer)
+    loader_call, _ = _constructor(tree, lambda name: name.endswith("DataLoader"))
     model_stmt = _assignment(tree, model_name, before=loop)
     return Anchors(
         last_import,
@@ -121,20 +175,20 @@ def find_anchors(source: str) -> Anchors:
     )
 
 
-def _flatten(body: Sequence[ast.stmt]) -> list[ast.stmt]:
-    """The loop's statements, with those inside ``with`` blocks (autocast already there)."""
-    out: list[ast.stmt] = []
-    for stmt in body:
-        out.append(stmt)
-        if isinstance(stmt, ast.With):
-            out += _flatten(stmt.body)
-    return out
+def _calls_of(stmt: ast.stmt) -> list[ast.Call]:
+    return [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]
 
 
 def _forward(
-    body: Sequence[ast.stmt], loss_name: str | None, backward: int | None
+    body: Sequence[ast.stmt], loss_name: str | None, backward: int | None, model: str | None
 ) -> tuple[tuple[int, int] | None, str | None, str | None]:
-    """(first and last line of forward + loss, the model's name, the input's name)."""
+    """(first and last line of forward + loss, the model's name, the input's name).
+
+    The forward is the first statement that calls the model (by its name when
+    the optimizer's ``.parameters()`` named it, else the first plain-name call),
+    the loss the assignment to the name ``backward()`` is called on; both in the
+    same block, so wrapping them in a ``with`` keeps the code valid.
+    """
     if loss_name is None or backward is None:
         return None, None, None
     loss_stmt = next(
@@ -149,45 +203,51 @@ def _forward(
     )
     if loss_stmt is None:
         return None, None, None
-    for stmt in body:
+    block = next((b for b in _blocks(body) if loss_stmt in b), [])
+    for stmt in block:
         if stmt.lineno > loss_stmt.lineno:
             break
-        if not isinstance(stmt, ast.Assign):
-            continue
-        call = stmt.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-            first_arg = _dotted(call.args[0]) if call.args else None
-            if stmt is loss_stmt and "loss" in call.func.id.lower():
+        for call in _calls_of(stmt):
+            if not isinstance(call.func, ast.Name) or not call.args:
+                continue
+            if model is not None and call.func.id != model:
                 continue
             start, end = stmt.lineno - 1, (loss_stmt.end_lineno or loss_stmt.lineno) - 1
-            return (start, end), call.func.id, first_arg or None
+            return (start, end), call.func.id, _dotted(call.args[0]) or None
     return None, None, None
 
 
+def _blocks(body: Sequence[ast.stmt]) -> list[list[ast.stmt]]:
+    """The statement lists of a loop body: itself and every ``with`` body in it."""
+    out = [list(body)]
+    for stmt in body:
+        if isinstance(stmt, ast.With):
+            out += _blocks(stmt.body)
+    return out
+
+
 def _constructor(
-    tree: ast.Module, wanted: Callable[[str], bool], assigned_to: str | None
+    tree: ast.Module, wanted: Callable[[str], bool]
 ) -> tuple[ast.Call | None, int | None]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
             continue
-        name = _dotted(node.value.func)
-        targets = {_dotted(t) for t in node.targets}
-        if wanted(name) or (assigned_to is not None and assigned_to in targets and name):
+        if wanted(_dotted(node.value.func)):
             return node.value, node.lineno - 1
     return None, None
 
 
 def _assignment(tree: ast.Module, name: str | None, before: ast.stmt | None) -> int | None:
+    """The model's last assignment before the loop, else its first anywhere (another function)."""
     if name is None:
         return None
-    found = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign) or all(_dotted(t) != name for t in node.targets):
-            continue
-        if before is None or node.lineno < before.lineno:
-            line = (node.end_lineno or node.lineno) - 1
-            found = line if found is None else max(found, line)
-    return found
+    lines = sorted(
+        (node.end_lineno or node.lineno) - 1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(_dotted(t) == name for t in node.targets)
+    )
+    earlier = [line for line in lines if before is None or line < before.lineno - 1]
+    return earlier[-1] if earlier else (lines[0] if lines else None)
 
 
 # -- edits -----------------------------------------------------------------------
@@ -230,6 +290,10 @@ def _wrap_forward(context: str) -> ScriptEdit:
             return None
         start, end = a.forward
         pad = _indent_of(lines[start])
+        head = lines[start].strip()
+        if head.startswith("with ") and "autocast" in head and head.endswith(":"):
+            # already under autocast: change its precision rather than nest another
+            return [*lines[:start], f"{pad}with {context}:", *lines[start + 1 :]]
         body = ["    " + line if line.strip() else line for line in lines[start : end + 1]]
         return [*lines[:start], f"{pad}with {context}:", *body, *lines[end + 1 :]]
 
