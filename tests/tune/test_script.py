@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from torchwise.errors import TorchwiseError
+from torchwise.tune.anchors import find_anchors
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
 from torchwise.tune.loop import Loop
-from torchwise.tune.script import find_anchors, read_train_script
+from torchwise.tune.script import read_train_script
 
 SCRIPT = '''\
 """Train the classifier."""
