@@ -175,11 +175,21 @@ class CheckResult:
             return self.deviation / self.band.noise
         return 0.0 if self.deviation == 0 else math.inf
 
+    def worst_series(self) -> tuple[str, float, float]:
+        """(which losses, the knob's last, the baseline's last) where they differ most."""
+        series = {
+            "the step's own": (self.knob.step, self.baseline.step),
+            "train mode": (self.knob.train, self.baseline.train),
+            "eval mode": (self.knob.eval, self.baseline.eval),
+        }
+        name, (knob, base) = max(series.items(), key=lambda item: deviation(*item[1]))
+        return name, knob[-1], base[-1]
+
     def summary(self) -> str:
-        base, knob = self.baseline.train[-1], self.knob.train[-1]
+        which, knob, base = self.worst_series()
         text = (
             f"losses over {self.steps} steps within {self.deviation:.3g} of fp32's "
-            f"(after the last step {knob:.6g} vs {base:.6g}); {self.precision} explains up to "
+            f"(last step, {which}: {knob:.6g} vs {base:.6g}); {self.precision} explains up to "
             f"{self.band.noise:.3g} ({' and '.join(self.twins)}), bound {self.band.limit:.3g} "
             f"({self.band.margin:g}x); {self.mode}"
         )
