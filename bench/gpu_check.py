@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -203,21 +204,31 @@ def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
     path = out / f"{name}.json"
     rows: list[sweep.Measured] = []
     skipped: list[str] = []
-    steps = 2 if dry else 10
+    steps = 2 if dry else 6
     sweep.measure(model, batch, frozenset(), steps=steps)  # lazy initialisation, untimed
     combos = sweep.combinations(spec["conv"])
+    singles = [c for c in combos if len(c) <= 1]
+    pairs = [c for c in combos if len(c) > 1]
     if dry:  # the paths, not the whole sweep: every knob alone and a few pairs
-        combos = combos[: len([c for c in combos if len(c) <= 1]) + 3]
-    for combo in combos:
-        if time.monotonic() > sweep_until:
-            skipped.append(sweep.label(combo))
-            continue
-        rows.append(sweep.measure(model, batch, combo, steps=steps))
-        sweep.judge_training(rows)
-        base = rows[0].step_s
-        result["sweep"] = [r.to_dict(base) for r in rows]
-        result["sweep_not_measured"] = skipped
-        write_json(path, result)
+        pairs = pairs[:3]
+
+    def measure_all(todo: list[frozenset[str]]) -> None:
+        for combo in todo:
+            if time.monotonic() > sweep_until:
+                skipped.append(sweep.label(combo))
+                continue
+            rows.append(sweep.measure(model, batch, combo, steps=steps))
+            sweep.judge_training(rows)
+            result["sweep"] = [r.to_dict(rows[0].step_s) for r in rows]
+            result["sweep_not_measured"] = skipped
+            write_json(path, result)
+
+    measure_all(singles)
+    # the pairs the singles predict fastest first, so a sweep cut short has measured them
+    alone = {next(iter(r.combo)): r.step_s for r in rows if len(r.combo) == 1 and r.step_s}
+    base_s = rows[0].step_s if rows and rows[0].step_s else 1.0
+    pairs.sort(key=lambda c: math.prod((alone.get(k) or base_s) / base_s for k in c))
+    measure_all(pairs)
     sweep.judge_training(rows)
     base = rows[0].step_s if rows else None
     result["sweep"] = [r.to_dict(base) for r in rows]
