@@ -10,12 +10,14 @@ into DIR as soon as it has it (a timeout or a crash in one leaves the others):
 - ``memory.json``: inspect's training-memory estimate (``torchwise.model.summarize``
   on the meta device) against ``torch.cuda.max_memory_allocated`` over one real
   AdamW step, for ResNet-50 (batch 32) and GPT-2 (8 x 512).
-- ``resnet50.json``, ``gpt2.json``: every GPU knob and every compatible pair of
-  them timed as one full AdamW step with CUDA events (bench/_gpu_sweep.py, written
-  apart from tune's step), which of them train correctly, then ``torchwise.tune``
-  on the same workload (its report in ``tune_<name>.json`` and ``.txt``), then
-  tune's pick and the sweep's best timed again side by side: the ratio of their
-  step times, and every knob tune called incorrect although the sweep trains it.
+- ``resnet50.json``, ``gpt2.json``: ``torchwise.tune`` on the workload first (its
+  report in ``tune_<name>.json`` and ``.txt``), then every GPU knob and every
+  compatible pair of them timed as one full AdamW step with CUDA events
+  (bench/_gpu_sweep.py, written apart from tune's step; pairs in the order their
+  singles predict fastest, until the box runs out) and which of them train
+  correctly, then tune's pick and the sweep's best timed again side by side: the
+  ratio of their step times, and every knob tune called incorrect although the
+  sweep trains it.
 - ``doctor/`` and ``run/``: bench/gpu_doctor.py and bench/gpu_run.py, when they
   exist, each run as ``--out DIR/<name>``.
 
@@ -46,8 +48,6 @@ BOXES = {"env": 15, "memory": 40, "resnet50": 105, "gpt2": 95, "doctor": 45, "ru
 TOTAL_S = 350
 #: the dry run's boxes: CPU, tiny models, a loaded test machine
 DRY_BOXES = {"env": 30, "memory": 40, "resnet50": 45, "gpt2": 45}
-#: share of a workload section's box for the sweep; tune and the re-timing get the rest
-SWEEP_SHARE = 0.45
 WITHIN = 0.10  # tune's pick must be within 10% of the sweep's best step time
 
 
@@ -189,68 +189,17 @@ def section_memory(out: Path, dry: bool, deadline: float) -> None:
             torch.cuda.empty_cache()
 
 
-def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
-    import torch
-
-    import _gpu_sweep as sweep
-
-    spec = workload(name, dry)
-    device = _device(dry)
-    model = spec["model"].to(device)
-    batch = (spec["inputs"], spec["target"])
-    started = time.monotonic()
-    sweep_until = started + SWEEP_SHARE * (deadline - started)
-    result: dict[str, Any] = {"workload": name, "batch": list(spec["inputs"].shape)}
-    path = out / f"{name}.json"
-    rows: list[sweep.Measured] = []
-    skipped: list[str] = []
-    steps = 2 if dry else 6
-    sweep.measure(model, batch, frozenset(), steps=steps)  # lazy initialisation, untimed
-    combos = sweep.combinations(spec["conv"])
-    singles = [c for c in combos if len(c) <= 1]
-    pairs = [c for c in combos if len(c) > 1]
-    if dry:  # the paths, not the whole sweep: every knob alone and a few pairs
-        pairs = pairs[:3]
-
-    def measure_all(todo: list[frozenset[str]]) -> None:
-        for combo in todo:
-            if time.monotonic() > sweep_until:
-                skipped.append(sweep.label(combo))
-                continue
-            rows.append(sweep.measure(model, batch, combo, steps=steps))
-            sweep.judge_training(rows)
-            result["sweep"] = [r.to_dict(rows[0].step_s) for r in rows]
-            result["sweep_not_measured"] = skipped
-            write_json(path, result)
-
-    measure_all(singles)
-    # the pairs the singles predict fastest first, so a sweep cut short has measured them
-    alone = {next(iter(r.combo)): r.step_s for r in rows if len(r.combo) == 1 and r.step_s}
-    base_s = rows[0].step_s if rows and rows[0].step_s else 1.0
-    pairs.sort(key=lambda c: math.prod((alone.get(k) or base_s) / base_s for k in c))
-    measure_all(pairs)
-    sweep.judge_training(rows)
-    base = rows[0].step_s if rows else None
-    result["sweep"] = [r.to_dict(base) for r in rows]
-    fine = [r for r in rows if r.step_s is not None and r.trains]
-    best = min(fine, key=lambda r: r.step_s or 0.0, default=None)
-    result["best"] = best.to_dict(base) if best is not None else None
-    write_json(path, result)
-    model = model.cpu()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
+def _run_tune(name: str, spec: dict[str, Any], out: Path, dry: bool, budget_s: float) -> Any:
+    """torchwise.tune on the workload; its report as JSON and text in ``out``."""
     from torchwise.tune import SessionConfig, tune
 
-    budget = max(2.0, min(40.0, deadline - time.monotonic() - 35))
     session = SessionConfig(min_rounds=8, max_rounds=12, budget_s=2.0) if dry else SessionConfig()
-    tune_started = time.monotonic()
     report = tune(
         spec["model"],
         spec["inputs"],
         target=spec["target"],
-        device=str(device),
-        budget_s=2.0 if dry else budget,
+        device=str(_device(dry)),
+        budget_s=budget_s,
         session=session,
         profile=False,
         # the dry run exercises the paths, not every CPU knob
@@ -261,41 +210,110 @@ def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
     data = report.to_dict()
     write_json(out / f"tune_{name}.json", data)
     (out / f"tune_{name}.txt").write_text(report.render("text"))
+    return data
+
+
+def _sweep(
+    model: Any,
+    spec: dict[str, Any],
+    dry: bool,
+    until: float,
+    save: Callable[[list[Any], list[str]], None],
+) -> list[Any]:
+    """Every knob alone, then the pairs the singles predict fastest first, until ``until``."""
+    import _gpu_sweep as sweep
+
+    batch = (spec["inputs"], spec["target"])
+    steps = 2 if dry else 6
+    sweep.measure(model, batch, frozenset(), steps=steps)  # lazy initialisation, untimed
+    combos = sweep.combinations(spec["conv"])
+    singles = [c for c in combos if len(c) <= 1]
+    pairs = [c for c in combos if len(c) > 1]
+    if dry:  # the paths, not the whole sweep: every knob alone and a few pairs
+        pairs = pairs[:3]
+    rows: list[Any] = []
+    skipped: list[str] = []
+
+    def measure_all(todo: list[frozenset[str]]) -> None:
+        for combo in todo:
+            if time.monotonic() > until:
+                skipped.append(sweep.label(combo))
+                continue
+            rows.append(sweep.measure(model, batch, combo, steps=steps))
+            sweep.judge_training(rows)
+            save(rows, skipped)
+
+    measure_all(singles)
+    alone = {next(iter(r.combo)): r.step_s for r in rows if len(r.combo) == 1 and r.step_s}
+    base_s = rows[0].step_s if rows and rows[0].step_s else 1.0
+    pairs.sort(key=lambda c: math.prod((alone.get(k) or base_s) / base_s for k in c))
+    measure_all(pairs)
+    save(rows, skipped)
+    return rows
+
+
+def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
+    """tune first (its report is the subject), then the sweep, then pick against best."""
+    import gc
+
+    import torch
+
+    import _gpu_sweep as sweep
+
+    spec = workload(name, dry)
+    device = _device(dry)
+    path = out / f"{name}.json"
+    result: dict[str, Any] = {"workload": name, "batch": list(spec["inputs"].shape)}
+    write_json(path, result)
+    started = time.monotonic()
+    budget = 2.0 if dry else max(5.0, min(30.0, 0.3 * (deadline - started)))
+    tune_started = time.monotonic()
+    data = _run_tune(name, spec, out, dry, budget)
     tune_ids = {v: k for k, v in sweep.KNOBS.items()}
     pick = frozenset(tune_ids[r["knob"]] for r in data["recommendations"] if r["knob"] in tune_ids)
-    by_knob = {frozenset({k}): r for r in rows for k in r.combo if len(r.combo) == 1}
     result["tune"] = {
         "elapsed_s": time.monotonic() - tune_started,
         "budget_s": data["method"]["budget_s"],
         "recommendations": [r["knob"] for r in data["recommendations"]],
         "pick": sorted(pick),
         "statuses": {t["knob"]: t["status"] for t in data["trials"]},
-        "checks": {
-            t["knob"]: (t["check"] or {}).get("summary") for t in data["trials"] if t["check"]
-        },
+        "checks": {t["knob"]: (t["check"] or {}).get("summary") for t in data["trials"]},
         "not_applicable": {
             t["knob"]: t["not_applicable"] for t in data["trials"] if t.get("not_applicable")
         },
     }
+    write_json(path, result)
+    del data
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+    model = spec["model"].to(device)
+
+    def save(rows: list[Any], skipped: list[str]) -> None:
+        result["sweep"] = [r.to_dict(rows[0].step_s if rows else None) for r in rows]
+        result["sweep_not_measured"] = skipped
+        write_json(path, result)
+
+    rows = _sweep(model, spec, dry, deadline - (3 if dry else 12), save)
+    fine = [r for r in rows if r.step_s is not None and r.trains]
+    best = min(fine, key=lambda r: r.step_s or 0.0, default=None)
+    base = rows[0].step_s if rows else None
+    result["best"] = best.to_dict(base) if best is not None else None
+    by_knob = {next(iter(r.combo)): r for r in rows if len(r.combo) == 1}
     result["false_incorrect"] = [
-        {"knob": t["knob"], "status": t["status"], "sweep_losses": by_knob[frozenset({k})].losses}
-        for t in data["trials"]
-        if t["status"] in ("incorrect", "failed")
-        and (k := tune_ids.get(t["knob"])) is not None
-        and frozenset({k}) in by_knob
-        and by_knob[frozenset({k})].trains
+        {"knob": knob, "status": status, "sweep_losses": by_knob[k].losses}
+        for knob, status in result["tune"]["statuses"].items()
+        if status in ("incorrect", "failed")
+        and (k := tune_ids.get(knob)) is not None
+        and k in by_knob
+        and by_knob[k].trains
     ]
     write_json(path, result)
-    if best is not None and time.monotonic() < deadline - 5:
-        import gc
-
-        del report
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        model = spec["model"].to(device)
+    if best is not None and time.monotonic() < deadline - 3:
         combos = [pick, best.combo] if pick != best.combo else [pick]
-        times = sweep.retime(model, batch, combos, rounds=1 if dry else 2, steps=steps)
+        batch = (spec["inputs"], spec["target"])
+        times = sweep.retime(model, batch, combos, rounds=1 if dry else 2, steps=2 if dry else 6)
         pick_s, best_s = times[sweep.label(pick)], times[sweep.label(best.combo)]
         ratio = pick_s / best_s if pick_s and best_s else None
         result["pick_vs_best"] = {
