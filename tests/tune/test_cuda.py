@@ -94,3 +94,31 @@ def test_a_read_back_is_a_sync_on_the_gpu_too() -> None:
     assert syncs[0]["where"][0].startswith(f"{__file__}:")
     assert report.profile is not None and report.profile.cuda_syncs is not None
     assert report.profile.cuda_syncs >= 1
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"cuda_graph": True},
+        {"cuda_graph": True, "autocast": "bf16"},
+        {"autocast": "fp16", "grad_scaler": True},
+        {"tf32": True},
+        {"autocast": "bf16", "channels_last": True},
+    ],
+)
+def test_the_oracle_passes_correct_cuda_knobs(settings: dict[str, object]) -> None:
+    from torchwise.tune.api import build_workload
+    from torchwise.tune.graphs import GRAPH_WARMUP
+    from torchwise.tune.options import TuneOptions
+    from torchwise.tune.oracle import Oracle
+    from torchwise.tune.step import StepSettings, TrainingStep
+
+    torch.manual_seed(0)
+    device = torch.device("cuda")
+    wl, _ = build_workload(
+        TinyCNN(), torch.randn(8, 3, 16, 16), None, None, None, TuneOptions(), device, "TinyCNN"
+    )
+    step = TrainingStep(wl, StepSettings(**settings))  # type: ignore[arg-type]
+    # a graph's trajectory covers its warm-up steps and then replays of the captured step
+    result = Oracle(wl).judge(step, steps=GRAPH_WARMUP + 2)
+    assert result.ok, result.summary()
