@@ -18,6 +18,8 @@ into DIR as soon as it has it (a timeout or a crash in one leaves the others):
   correctly, then tune's pick and the sweep's best timed again side by side: the
   ratio of their step times, and every knob tune called incorrect although the
   sweep trains it.
+- ``cuda_tests.json``: tests/tune/test_cuda.py (every CUDA knob on a tiny conv net,
+  the oracle on CUDA graphs, fp16 + GradScaler, TF32), when pytest is installed.
 - ``doctor/`` and ``run/``: bench/gpu_doctor.py and bench/gpu_run.py, when they
   exist, each run as ``--out DIR/<name>``.
 
@@ -43,11 +45,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 #: section -> seconds it may take (sum 335 s: the whole check stays within 6 minutes)
-BOXES = {"env": 15, "memory": 40, "resnet50": 105, "gpt2": 95, "doctor": 45, "run": 35}
+BOXES = {
+    "env": 15, "memory": 35, "resnet50": 100, "gpt2": 90, "cuda_tests": 30, "doctor": 45, "run": 35,
+}  # fmt: skip
 #: the whole check's wall time: time the sections leave is given to doctor and run
 TOTAL_S = 350
 #: the dry run's boxes: CPU, tiny models, a loaded test machine
-DRY_BOXES = {"env": 30, "memory": 40, "resnet50": 45, "gpt2": 45}
+DRY_BOXES = {"env": 30, "memory": 40, "resnet50": 45, "gpt2": 45, "cuda_tests": 60}
 WITHIN = 0.10  # tune's pick must be within 10% of the sweep's best step time
 
 
@@ -327,11 +331,30 @@ def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
         write_json(path, result)
 
 
+def section_cuda_tests(out: Path, dry: bool, deadline: float) -> None:
+    """tests/tune/test_cuda.py (the CUDA paths on a tiny model), when pytest is installed."""
+    import contextlib
+    import io
+
+    try:
+        import pytest
+    except ImportError:
+        write_json(out / "cuda_tests.json", {"skipped": "pytest is not installed here"})
+        return
+    test = HERE.parent / "tests" / "tune" / "test_cuda.py"
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink):
+        code = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"])
+    tail = sink.getvalue().strip().splitlines()[-15:]
+    write_json(out / "cuda_tests.json", {"exit_code": int(code), "output": tail})
+
+
 SECTIONS = {
     "env": section_env,
     "memory": section_memory,
     "resnet50": lambda out, dry, deadline: section_workload("resnet50", out, dry, deadline),
     "gpt2": lambda out, dry, deadline: section_workload("gpt2", out, dry, deadline),
+    "cuda_tests": section_cuda_tests,
 }
 
 
@@ -429,6 +452,9 @@ def summarize(out: Path, runs: dict[str, Any]) -> list[str]:
                 "  called incorrect/failed although the sweep trains it: "
                 + (", ".join(w["knob"] for w in wrong) or "none")
             )
+    tests = load("cuda_tests.json")
+    if tests:
+        lines.append(f"tests/tune/test_cuda.py: {tests.get('output', [tests])[-1]}")
     for name in ("doctor", "run"):
         if name in runs:
             lines.append(f"{name}: {runs[name]}")
