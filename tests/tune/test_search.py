@@ -85,6 +85,7 @@ def test_greedy_accepts_the_largest_gain_first_and_stacks_the_rest(cnn_workload:
     assert set(calls[1]) == {
         "channels-last",
         "bf16-autocast",
+        "bf16-autocast+channels-last",  # the pair an expert tries
         "foreach-optimizer",
         "fused-optimizer",
         "zero-grad-in-place",
@@ -584,7 +585,9 @@ def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workl
 
     def share_of_first_stage(only: list[str]) -> float:
         budgets.clear()
-        knobs, _ = available_knobs(cpu_facts(cnn_workload), only=only)
+        knobs, _ = available_knobs(
+            cpu_facts(cnn_workload), only=only, skip=["bf16-autocast+channels-last"]
+        )
         # The search's own clock stands still: every stage sees the whole budget left.
         config = SearchConfig(budget_s=60.0)
         Search(cnn_workload, knobs, config, runner=recording, clock=FakeClock()).run()
@@ -680,11 +683,22 @@ def test_a_knob_that_gains_only_with_autocast_is_measured_again_once_autocast_is
         return run_session(base, fake, config, clock=machine.clock)
 
     try:
-        knobs, _ = available_knobs(cpu_facts(cnn_workload), only=["bf16-autocast", "channels-last"])
+        knobs, _ = available_knobs(
+            cpu_facts(cnn_workload),
+            only=["bf16-autocast", "channels-last"],
+            skip=["bf16-autocast+channels-last"],  # here: the reopening alone
+        )
         result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()
+        pair_knobs, _ = available_knobs(
+            cpu_facts(cnn_workload), only=["bf16-autocast", "channels-last"]
+        )
+        EFFECTS[("autocast", "bf16")] = 1.1  # now bf16 alone is slower too
+        paired = Search(cnn_workload, pair_knobs, SearchConfig(budget_s=1e9), runner=runner).run()
     finally:
         EFFECTS.clear()
         EFFECTS.update(saved)
+    # neither alone gains, the pair does: the pair trial finds it
+    assert [t.knob.id for t in paired.accepted] == ["bf16-autocast+channels-last"]
     first = {t.knob.id: t for t in result.stages[0].trials}
     assert first["channels-last"].status == "slower"  # alone, in fp32
     assert [t.knob.id for t in result.accepted] == ["bf16-autocast", "channels-last"]

@@ -70,6 +70,11 @@ class Knob:
     #: autocast's NHWC tensor-core kernels, not in fp32)
     interacts: frozenset[str] = frozenset()
 
+    @property
+    def groups(self) -> frozenset[str]:
+        """A pair knob ("bf16-autocast+channels-last") belongs to both its knobs' groups."""
+        return frozenset(self.group.split("+"))
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -430,7 +435,9 @@ KNOB_IDS = frozenset({part for f in FAMILIES if f.id != "threads-N" for part in 
 
 
 def known_knob(knob_id: str) -> bool:
-    """Whether ``knob_id`` names a knob (``threads-N`` for any positive N)."""
+    """Whether ``knob_id`` names a knob (``threads-N`` for any positive N, or a pair)."""
+    if knob_id in {f"{a}+{b}" for a, b in PAIRS}:
+        return True
     if knob_id.startswith("threads-"):
         return knob_id.removeprefix("threads-").isdigit() and int(knob_id[8:]) > 0
     return knob_id in KNOB_IDS
@@ -456,6 +463,25 @@ def loader_knob(settings: LoaderSettings, user: LoaderSettings) -> Knob:
     )
 
 
+#: Knobs an expert tries together: each alone may gain nothing (bf16 convolutions
+#: in NCHW, NHWC in fp32) while the pair runs the fast NHWC low-precision kernels
+#: of oneDNN and cuDNN.
+PAIRS = (("bf16-autocast", "channels-last"), ("fp16-autocast", "channels-last"))
+
+
+def pair_knob(first: Knob, second: Knob) -> Knob:
+    """Two knobs as one trial: changes, edits and groups of both."""
+    return Knob(
+        f"{first.id}+{second.id}",
+        f"{first.title} + {second.title}",
+        f"{first.group}+{second.group}",
+        {**first.changes, **second.changes},
+        (*first.edits, *second.edits),
+        why=f"Together: {first.why} {second.why}",
+        parts=first.parts or second.parts,
+    )
+
+
 def all_candidates(facts: Facts) -> list[Candidate]:
     return [candidate for factory in FACTORIES for candidate in factory(facts)]
 
@@ -473,4 +499,10 @@ def available_knobs(
             skipped.append((knob, "not selected"))
         else:
             offered.append(knob)
+    by_id = {k.id: k for k in offered}
+    for a, b in PAIRS:
+        pair_id = f"{a}+{b}"
+        wanted = only is None or pair_id in only or (a in only and b in only)
+        if a in by_id and b in by_id and wanted and pair_id not in skip:
+            offered.append(pair_knob(by_id[a], by_id[b]))
     return offered, skipped

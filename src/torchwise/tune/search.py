@@ -134,20 +134,20 @@ class SearchState:
 
     @property
     def groups(self) -> set[str]:
-        return {k.group for k in self.incumbent}
+        return {g for k in self.incumbent for g in k.groups}
 
     def first_candidates(self) -> list[Knob]:
-        first = [k for k in self.pending if k.group in FIRST_GROUPS]
+        first = [k for k in self.pending if k.groups & FIRST_GROUPS]
         return first or self._middle() or self._last()
 
     def _middle(self) -> list[Knob]:
-        return [k for k in self.pending if k.group not in FIRST_GROUPS | LAST_GROUPS]
+        return [k for k in self.pending if not k.groups & (FIRST_GROUPS | LAST_GROUPS)]
 
     def _last(self) -> list[Knob]:
         if self.last_done:
             return []
         self.last_done = True
-        return [k for k in self.pending if k.group in LAST_GROUPS]
+        return [k for k in self.pending if k.groups & LAST_GROUPS]
 
     def next_candidates(self, progress: bool) -> list[Knob]:
         """After a stage: thread counts reopened, else the pending knobs, else compile."""
@@ -165,7 +165,7 @@ class SearchState:
         self.stages.append(stage)
         for trial in stage.trials:
             trial.reopened = self.reopened.pop(trial.knob.id, None)
-            first = trial.knob.group in FIRST_GROUPS
+            first = bool(trial.knob.groups & FIRST_GROUPS)
             if first and trial.reopened is None and trial.status.timed:
                 self.threads_measured[trial.knob.id] = trial.knob
             if trial.decided and trial.knob in self.pending:
@@ -185,7 +185,7 @@ class SearchState:
         self.accepted.append(trial)
         self.incumbent.append(trial.knob)
         groups = self.groups
-        self.pending = [k for k in self.pending if k is not trial.knob and k.group not in groups]
+        self.pending = [k for k in self.pending if k is not trial.knob and not k.groups & groups]
 
     def reopen(self, knob: Knob, why: str, *, alone: bool = False) -> None:
         self.diluted.pop(knob.id, None)
@@ -352,7 +352,7 @@ class Search:
         useful = 1 - 1 / (1 + max(session.equivalence, session.min_effect))
         reasons = {}
         for knob_id, d in state.diluted.items():
-            if d.knob.group in state.groups:
+            if d.knob.groups & state.groups:
                 continue
             possible = d.saving_s / new_step_s
             if possible > useful:
@@ -369,14 +369,14 @@ class Search:
         reasons = {}
         phase, group = best.knob.phase, best.knob.group
         for knob_id, knob in state.settled.items():
-            if knob.group in state.groups:
+            if knob.groups & state.groups:
                 continue
             if phase and knob.phase == phase and knob_id in state.diluted:
                 reasons[knob_id] = (
                     f"settled without {best.knob.id}, which changes the same part of the "
                     f"step ({phase}): effects there need not add up"
                 )
-            elif group in knob.interacts:
+            elif best.knob.groups & knob.interacts:
                 reasons[knob_id] = f"settled without {best.knob.id}, and it gains with {group}"
         return reasons
 
@@ -391,7 +391,7 @@ class Search:
                 f"share the machine's {os.cpu_count() or 1} cores with the step's threads"
             )
             for knob_id, knob in state.threads_measured.items()
-            if knob.group not in state.groups
+            if not knob.groups & state.groups
         }
 
     def _after_accepting(self, state: SearchState, best: Trial) -> None:
@@ -413,7 +413,7 @@ class Search:
         candidates = state.first_candidates()
         index = 1
         while candidates and index <= self.config.max_stages:
-            first_only = all(k.group in FIRST_GROUPS for k in candidates)
+            first_only = all(k.groups & FIRST_GROUPS for k in candidates)
             share = stage_share(candidates, state.pending) if first_only else 0.6
             stage = self.run_stage(index, state.incumbent, candidates, self.remaining() * share)
             state.record(stage)

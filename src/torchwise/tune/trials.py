@@ -153,7 +153,7 @@ def saving_bound(trial: Trial, first_groups: frozenset[str]) -> Diluted | None:
         or result is None
         or trial.status is not TrialStatus.SAME
         or trial.knob.kind != SPEED
-        or trial.knob.group in first_groups
+        or trial.knob.groups & first_groups
         or not c.settled
         or not result.paired_base
     ):
