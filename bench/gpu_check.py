@@ -274,7 +274,8 @@ def section_workload(name: str, out: Path, dry: bool, deadline: float) -> None:
     tune_started = time.monotonic()
     data = _run_tune(name, spec, out, dry, budget)
     tune_ids = {v: k for k, v in sweep.KNOBS.items()}
-    pick = frozenset(tune_ids[r["knob"]] for r in data["recommendations"] if r["knob"] in tune_ids)
+    accepted = [part for r in data["recommendations"] for part in r["knob"].split("+")]
+    pick = frozenset(tune_ids[k] for k in accepted if k in tune_ids)  # pairs: both parts
     result["tune"] = {
         "elapsed_s": time.monotonic() - tune_started,
         "budget_s": data["method"]["budget_s"],
