@@ -62,8 +62,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from _machine import Others, regime
 from torchwise.tune import TuneReport, tune
+from torchwise.tune.arms import THREAD_SWITCH_SETTLE_S
 from torchwise.tune.loader import LoaderSettings, LoaderSource, load_loader
-from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, settings_for
+from torchwise.tune.search import settings_for
 from torchwise.tune.stats import hodges_lehmann, median
 from torchwise.tune.step import StepSettings, TrainingStep
 from torchwise.tune.step import Workload as StepWorkload

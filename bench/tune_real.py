@@ -42,7 +42,8 @@ from typing import Any
 import torch
 
 from torchwise.tune import TuneReport, tune
-from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.api import build_workload
+from torchwise.tune.options import TuneOptions
 from torchwise.tune.search import settings_for
 from torchwise.tune.stats import median
 from torchwise.tune.step import StepSettings

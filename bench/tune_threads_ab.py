@@ -44,8 +44,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _machine import HELD, IDLE, Others
+from torchwise.tune.arms import THREAD_SWITCH_SETTLE_S, Settle
+from torchwise.tune.arms import session_arms as _arms
+from torchwise.tune.arms import settle_for as _settle
 from torchwise.tune.loader import LoaderSource, load_loader
-from torchwise.tune.search import THREAD_SWITCH_SETTLE_S, Settle, _arms, _settle
 from torchwise.tune.session import SessionConfig, paired, run_session
 from torchwise.tune.stats import hodges_lehmann, median
 from torchwise.tune.step import StepSettings, TrainingStep, Workload

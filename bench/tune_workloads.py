@@ -28,8 +28,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.api import build_workload
 from torchwise.tune.loader import LoaderSource
+from torchwise.tune.options import TuneOptions
 from torchwise.tune.step import Workload as StepWorkload
 
 ROOT = Path(__file__).resolve().parents[1]

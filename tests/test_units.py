@@ -44,3 +44,19 @@ def test_nbytes(value: float | None, text: str) -> None:
 def test_exact_and_exponent() -> None:
     assert units.exact(124_439_808) == "124,439,808"
     assert units.exponent(2.001) == "2" and units.exponent(1.0612) == "1.06"
+
+
+def test_duration_three_significant_digits_in_s_ms_or_us() -> None:
+    from torchwise.units import duration
+
+    assert duration(0.1384) == "138 ms"
+    assert duration(2.25) == "2.25 s"
+    assert duration(0.0000447) == "44.7 µs"
+    assert duration(0.9996) == "1 s" and duration(0.0009996) == "1 ms"  # rounding moves up
+    assert duration(None) == duration(float("nan")) == duration(float("inf")) == "n/a"
+
+
+def test_tunes_bytes_are_the_core_formatter() -> None:
+    from torchwise.units import nbytes
+
+    assert nbytes(5 * 2**40) == "5 TiB"  # tune's own formatter printed 5120.0 GiB

@@ -9,6 +9,8 @@ same way, so a figure can be compared across their outputs:
   ``1.81 GFLOPs``;
 - :func:`nbytes` for memory: three significant digits with a binary prefix, as
   memory is allocated in powers of two: ``44.6 MiB``;
+- :func:`duration` for measured times: three significant digits in s, ms or µs:
+  ``138 ms``;
 - :func:`exponent` for a fitted power: ``2`` when it is an integer, else ``1.06``.
 
 Three significant digits keep every figure within 0.5% of the exact one, which
@@ -64,6 +66,21 @@ def nbytes(value: float | None) -> str:
         return "n/a"
     text, prefix = _scaled(value, _BINARY, 1024)
     return f"{text} {prefix or 'B'}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds, three significant digits, in s, ms or µs: ``duration(0.1384) == "138 ms"``,
+    ``duration(2.25) == "2.25 s"``, ``duration(None) == "n/a"`` (as is a non-finite time)."""
+    if seconds is None or seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return "n/a"
+    magnitude = abs(seconds)
+    if magnitude >= 1 or magnitude == 0:
+        return f"{_three_digits(seconds)} s"
+    if magnitude >= 1e-3:
+        text = _three_digits(seconds * 1e3)
+        return f"{_three_digits(seconds)} s" if text in ("1000", "-1000") else f"{text} ms"
+    text = _three_digits(seconds * 1e6)
+    return f"{text} µs" if text not in ("1000", "-1000") else f"{_three_digits(seconds * 1e3)} ms"
 
 
 def exact(value: int) -> str:

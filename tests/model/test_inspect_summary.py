@@ -93,7 +93,8 @@ def test_training_memory_arithmetic() -> None:
     t = summary.training
     assert (t.weights, t.gradients, t.optimizer["adam"], t.optimizer["sgd"]) == (60, 60, 120, 0)
     assert t.activations == 24
-    assert t.total("adam") == 60 + 60 + 120 + 24
+    assert t.loss_backward == 3 * 24  # the loss's log-probabilities, their gradient, the output's
+    assert t.total("adam") == 60 + 60 + 120 + 24 + 72
 
 
 def test_activation_peak_counts_storages_not_views() -> None:

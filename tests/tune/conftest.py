@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from torchwise.tune.api import TuneOptions, build_workload
+from torchwise.tune.api import build_workload
+from torchwise.tune.options import TuneOptions
 from torchwise.tune.step import Workload
 
 

@@ -123,10 +123,15 @@ def test_a_combination_the_budget_left_unmeasured_is_reported_so(cnn_report: Tun
     )
     search = dataclasses.replace(cnn_report.search, accepted=measured, confirmation=unrun)
     report = dataclasses.replace(cnn_report, search=search)
-    expected = f"All together: not measured against the baseline: {why}. Each gain above"
+    expected = f"Together: not measured against the baseline: {why}. Each gain above"
     assert expected in report.render("text")
-    assert expected in report.render("markdown")
-    assert "not measured against the baseline" in report.render("html")
+    assert "All together: not measured" not in report.render("text")
+    # Markdown: a plain sentence, not a heading; HTML: a note, not the green result style.
+    assert f"\n{expected}" in report.render("markdown")
+    assert "### All together: not" not in report.render("markdown")
+    page = report.render("html")
+    assert 'Together: <span class="unmeasured">not measured against the baseline' in page
+    assert '<span class="gain">not measured' not in page
     data = json.loads(report.render("json"))
     jsonschema.validate(data, documented_schema())
     assert data["combined"]["comparison"] is None and data["combined"]["not_measured"] == why
@@ -171,7 +176,7 @@ def test_recommendations_come_with_a_diff_and_evidence() -> None:
     )
     data = report.to_dict()
     for rec, diff in zip(data["recommendations"], report.recommendation_diffs(), strict=True):
-        assert rec["diff"] == diff and diff.startswith("--- a/train.py")
+        assert rec["diff"] == diff and diff.startswith("--- a/pattern.py")
         assert rec["comparison"]["verdict"] == "faster"
         assert rec["check"]["ok"]
 

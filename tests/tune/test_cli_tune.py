@@ -91,6 +91,60 @@ def test_bad_input_is_one_line_and_exit_2(model_file: Path, extra: list[str], me
     assert "Traceback" not in stderr and "internal error" not in stderr
 
 
+MARKED = """
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        Path(__file__).with_name("built").write_text("the model was built")
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--knobs", "bogus"], "--knobs: unknown knob(s) 'bogus'"),
+        (["--skip", "channels-last,nope"], "--skip: unknown knob(s) 'nope'"),
+        (["--knobs", "threads-0"], "unknown knob(s) 'threads-0'"),
+        (["--compile", "--compile-backend", "bogus"], "'bogus' is not a torch.compile backend"),
+        (["--compile-backend", "bogus"], "'bogus' is not a torch.compile backend"),
+        (["--lr-range", "10", "1e-7", "--find-lr"], "needs 0 < MIN < MAX"),
+        (["--lr-range", "1e-3", "1e-3"], "needs 0 < MIN < MAX"),
+        (["-o", "."], "is a directory"),
+        (["-o", "no/such/dir/report.txt"], "does not exist"),
+        (["--train-script", "missing_train.py"], "cannot read missing_train.py"),
+    ],
+)
+def test_every_option_is_checked_before_the_model_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "marked.py").write_text(MARKED)
+    code, _stdout, stderr = run("marked.py:Net", "-i", "f32[8,16]", "--budget", "1", *extra)
+    assert code == 2, stderr
+    assert message in stderr and stderr.count("\n") <= 2, stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert not (tmp_path / "built").exists()  # nothing was built, let alone measured
+
+
+def test_a_train_script_without_a_loop_is_refused(tmp_path: Path, model_file: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint('no loop here')\n")
+    code, _, stderr = run(
+        f"{model_file}:Net", "-i", "f32[8,16]", *QUICK, "--train-script", str(script)
+    )
+    assert code == 2 and "no training loop" in stderr
+
+
 def test_cuda_on_a_cpu_machine(model_file: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

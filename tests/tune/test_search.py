@@ -14,15 +14,10 @@ from pathlib import Path
 
 import torch
 
+from torchwise.tune.arms import THREAD_SWITCH_SETTLE_S, steps_per_loader_sample
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
-from torchwise.tune.search import (
-    THREAD_SWITCH_SETTLE_S,
-    Search,
-    SearchConfig,
-    _stage_share,
-    steps_per_loader_sample,
-)
+from torchwise.tune.search import Search, SearchConfig, stage_share
 from torchwise.tune.session import Arm, SessionConfig, SessionResult, first_round, run_session
 from torchwise.tune.stats import Verdict
 from torchwise.tune.step import StepSettings, Workload
@@ -90,6 +85,7 @@ def test_greedy_accepts_the_largest_gain_first_and_stacks_the_rest(cnn_workload:
     assert set(calls[1]) == {
         "channels-last",
         "bf16-autocast",
+        "bf16-autocast+channels-last",  # the pair an expert tries
         "foreach-optimizer",
         "fused-optimizer",
         "zero-grad-in-place",
@@ -589,7 +585,9 @@ def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workl
 
     def share_of_first_stage(only: list[str]) -> float:
         budgets.clear()
-        knobs, _ = available_knobs(cpu_facts(cnn_workload), only=only)
+        knobs, _ = available_knobs(
+            cpu_facts(cnn_workload), only=only, skip=["bf16-autocast+channels-last"]
+        )
         # The search's own clock stands still: every stage sees the whole budget left.
         config = SearchConfig(budget_s=60.0)
         Search(cnn_workload, knobs, config, runner=recording, clock=FakeClock()).run()
@@ -605,7 +603,7 @@ def test_the_thread_stage_gets_its_knobs_share_of_the_budget(cnn_workload: Workl
     assert share_of_first_stage(["threads-1", "fused-optimizer"]) == 0.35
     assert share_of_first_stage(["threads-1"]) == 0.6
     knobs, _ = available_knobs(cpu_facts(cnn_workload), only=six)
-    assert _stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15
+    assert stage_share(knobs[:1], knobs[:1] + 7 * knobs[1:2]) == 0.15
 
 
 def contended_time(settings: StepSettings) -> float:
@@ -659,3 +657,71 @@ def test_the_thread_count_is_not_measured_again_without_added_workers(
     assert [t.knob.id for t in result.accepted] == ["fused-optimizer"]
     measured = [t.knob.id for s in result.stages for t in s.trials]
     assert measured.count("threads-1") == 1
+
+
+def test_a_knob_that_gains_only_with_autocast_is_measured_again_once_autocast_is_accepted(
+    cnn_workload: Workload,
+) -> None:
+    """channels_last on a GPU: no gain in fp32, a large one in bf16 (NHWC tensor cores)."""
+    global EFFECTS
+    saved = dict(EFFECTS)
+    EFFECTS.clear()
+    EFFECTS.update({("autocast", "bf16"): 0.45, ("channels_last", True): 1.15})
+
+    def time_with_interaction(settings: StepSettings) -> float:
+        base = true_time(settings)
+        both = settings.autocast == "bf16" and settings.channels_last
+        return base * (0.7 / 1.15 if both else 1.0)  # with bf16: 0.7x, not 1.15x
+
+    calls: list[list[str]] = []
+
+    def runner(baseline: Arm, arms: list[Arm], config: SessionConfig) -> SessionResult:
+        calls.append([a.name for a in arms])
+        machine = NoisyMachine(seed=len(calls), jitter=0.05, spike_p=0.01, max_load=1.2)
+        fake = [machine.arm(a.name, time_with_interaction(a.info)) for a in arms]  # type: ignore[arg-type]
+        base = machine.arm("baseline", time_with_interaction(baseline.info))  # type: ignore[arg-type]
+        return run_session(base, fake, config, clock=machine.clock)
+
+    try:
+        knobs, _ = available_knobs(
+            cpu_facts(cnn_workload),
+            only=["bf16-autocast", "channels-last"],
+            skip=["bf16-autocast+channels-last"],  # here: the reopening alone
+        )
+        result = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner).run()
+        pair_knobs, _ = available_knobs(
+            cpu_facts(cnn_workload), only=["bf16-autocast", "channels-last"]
+        )
+        EFFECTS[("autocast", "bf16")] = 1.1  # now bf16 alone is slower too
+        paired = Search(cnn_workload, pair_knobs, SearchConfig(budget_s=1e9), runner=runner).run()
+    finally:
+        EFFECTS.clear()
+        EFFECTS.update(saved)
+    # neither alone gains, the pair does: the pair trial finds it
+    assert [t.knob.id for t in paired.accepted] == ["bf16-autocast+channels-last"]
+    first = {t.knob.id: t for t in result.stages[0].trials}
+    assert first["channels-last"].status == "slower"  # alone, in fp32
+    assert [t.knob.id for t in result.accepted] == ["bf16-autocast", "channels-last"]
+    again = result.accepted[1]
+    assert again.reopened is not None and "gains with autocast" in again.reopened
+
+
+def test_compile_is_measured_last_on_top_of_what_was_accepted(cnn_workload: Workload) -> None:
+    facts = dataclasses.replace(cpu_facts(cnn_workload), compile=True)
+    knobs, _ = available_knobs(facts, only=["compile", "channels-last", "fused-optimizer"])
+    runner, calls = synthetic_runner(seed=2)
+    search = Search(cnn_workload, knobs, SearchConfig(budget_s=1e9), runner=runner)
+
+    def prepare(knob, incumbent, stage):  # type: ignore[no-untyped-def]
+        if knob.id == "compile":  # no real compile in a unit test: record, do not time
+            from torchwise.tune.trials import Trial
+
+            return Trial(knob, stage, tuple(k.id for k in incumbent)), None
+        return Search._prepare(search, knob, incumbent, stage)
+
+    search._prepare = prepare  # type: ignore[method-assign]
+    result = search.run()
+    compile_trial = next(t for s in result.stages for t in s.trials if t.knob.id == "compile")
+    assert compile_trial.stage == len(result.stages)  # the last stage, alone
+    assert set(compile_trial.on_top_of) == {t.knob.id for t in result.accepted}
+    assert all("compile" not in c for c in calls)

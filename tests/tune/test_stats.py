@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchwise.tune.report import fmt_gain
+from torchwise.tune.render.common import fmt_gain
 from torchwise.tune.stats import (
     Verdict,
     _signed_rank_cdf,

@@ -7,11 +7,9 @@ import time
 
 import pytest
 import torch
-from conftest import TinyMLP, workload
 
 from torchwise.tune.checkpointing import apply_checkpointing, find_blocks
-from torchwise.tune.checks import Reference, check_knob
-from torchwise.tune.knobs import BF16, FP32
+from torchwise.tune.oracle import Oracle
 from torchwise.tune.step import (
     CompileTimeout,
     StepSettings,
@@ -51,93 +49,11 @@ def test_global_settings_are_restored() -> None:
     assert torch.get_num_threads() == threads
 
 
-@pytest.mark.parametrize(
-    ("settings", "tolerance"),
-    [
-        (StepSettings(channels_last=True), FP32),
-        (StepSettings(optimizer_impl="foreach"), FP32),
-        (StepSettings(optimizer_impl="fused"), FP32),
-        (StepSettings(threads=1), FP32),
-        (StepSettings(set_to_none=False), FP32),
-        (StepSettings(autocast="bf16"), BF16),
-    ],
-)
-def test_correct_knobs_pass_the_check(
-    cnn_workload: Workload, settings: StepSettings, tolerance: object
-) -> None:
-    result = check_knob(
-        Reference(cnn_workload),
-        TrainingStep(cnn_workload),
-        TrainingStep(cnn_workload, settings),
-        tolerance,
-        train=True,  # type: ignore[arg-type]
-    )
-    assert result.ok, result.summary()
-
-
-class NoUpdate(TrainingStep):
-    """A sabotaged knob: its optimizer never steps."""
-
-    def optimizer_step(self) -> None:
-        pass
-
-
-class WrongLoss(TrainingStep):
-    """A sabotaged knob: its forward computes something else."""
-
-    def forward_loss(self, batch):  # type: ignore[no-untyped-def]
-        return super().forward_loss(batch) * 1.5
-
-
-class WrongDirection(TrainingStep):
-    """A sabotaged knob: its update is scrambled, the loss barely moves."""
-
-    def optimizer_step(self) -> None:
-        with torch.no_grad():
-            for p in self.module.parameters():
-                if p.grad is not None:
-                    p.grad.copy_(p.grad.flip(0))
-        super().optimizer_step()
-
-
-@pytest.mark.parametrize(
-    ("cls", "problem"),
-    [
-        (NoUpdate, "the loss after one step differs"),
-        (WrongLoss, "the step's loss differs"),
-        (WrongDirection, "the "),
-    ],
-)
-def test_a_knob_that_breaks_the_step_is_caught(
-    mlp_workload: Workload, cls: type, problem: str
-) -> None:
-    result = check_knob(
-        Reference(mlp_workload), TrainingStep(mlp_workload), cls(mlp_workload), FP32, train=True
-    )
-    assert not result.ok
-    assert result.problem is not None and result.problem.startswith(problem), result.summary()
-
-
-def test_dropout_makes_the_check_compare_in_eval_mode() -> None:
-    torch.manual_seed(0)
-    wl = workload(TinyMLP(p=0.5), torch.randn(8, 16))
-    reference = Reference(wl)
-    assert reference.is_stochastic()
-    result = check_knob(
-        reference, TrainingStep(wl), TrainingStep(wl, StepSettings(threads=1)), FP32, train=False
-    )
-    assert result.ok and result.mode == "eval"
-
-
 def test_checkpointing_finds_the_repeated_blocks_and_keeps_the_math(mlp_workload: Workload) -> None:
     description, names = find_blocks(mlp_workload.model)
     assert description == "3 Block blocks" and names == ["blocks.0", "blocks.1", "blocks.2"]
-    result = check_knob(
-        Reference(mlp_workload),
-        TrainingStep(mlp_workload),
-        TrainingStep(mlp_workload, StepSettings(checkpointing=True)),
-        FP32,
-        train=True,
+    result = Oracle(mlp_workload).judge(
+        TrainingStep(mlp_workload, StepSettings(checkpointing=True))
     )
     assert result.ok, result.summary()
 

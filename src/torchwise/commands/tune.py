@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from pathlib import Path
+
 import click
 
 from torchwise.commands._common import output_options
 from torchwise.commands._target import TargetArgs, target_options
 from torchwise.console import Console
+from torchwise.errors import OutputError
 
 _SIZE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -108,6 +113,12 @@ def _parse_size(text: str | None) -> int | None:
     show_default=True,
     metavar="MIN MAX",
 )
+@click.option(
+    "--train-script",
+    metavar="FILE.py",
+    help="Your training script: recommendations become diffs against its loop "
+    "(otherwise they are patterns against a canonical loop).",
+)
 @click.option("--no-profile", is_flag=True, help="Skip the baseline profile.")
 @click.option(
     "--format",
@@ -136,6 +147,7 @@ def tune(
     headroom: float,
     find_lr: bool,
     lr_range: tuple[float, float],
+    train_script: str | None,
     no_profile: bool,
     fmt: str,
     seed: int,
@@ -157,16 +169,14 @@ def tune(
     """
     if fmt == "html" and console.output is None:
         console.note("note: --format html writes a whole page; use -o report.html to save it")
+    _check_output(console)
     from torchwise.deps import require_torch
 
     require_torch("torchwise tune")
     from torchwise.tune import TuneOptions
     from torchwise.tune import tune as run_tune
+    from torchwise.tune.options import validate_options
 
-    # Built on the CPU: tune copies the model to the device for every trial.
-    resolved = target.resolve(device="cpu")
-    for note in resolved.notes:
-        console.note(f"note: {note}")
     options = TuneOptions(
         loss=loss,
         optimizer=optimizer,
@@ -182,11 +192,17 @@ def tune(
         max_batch_size=max_batch_size,
         memory_budget=_parse_size(memory_budget),
         headroom=headroom,
-        batch_dim=resolved.batch_dim,
         find_lr=find_lr,
         lr_range=lr_range,
         seed=seed,
+        train_script=train_script,
     )
+    validate_options(options)  # every option, before the model is even built
+    # Built on the CPU: tune copies the model to the device for every trial.
+    resolved = target.resolve(device="cpu")
+    for note in resolved.notes:
+        console.note(f"note: {note}")
+    options = dataclasses.replace(options, batch_dim=resolved.batch_dim)
     with console.progress(None, "tuning") as bar:
         # On a terminal the stage being measured is the spinner's detail; otherwise
         # each stage is a status line (hidden by --quiet).
@@ -211,37 +227,22 @@ def tune(
 
 
 def _list_knobs(ctx: click.Context) -> None:
-    click.echo(_knob_table())
+    from torchwise.tune.knobs import knob_table
+
+    click.echo(knob_table())
     ctx.exit(0)
 
 
-def _knob_table() -> str:
-    """Every knob, and on which device it is offered (when the model and optimizer allow)."""
-    from torchwise.tune.knobs import Facts, all_candidates
-
-    offered: dict[str, tuple[str, list[str]]] = {}
-    for device in ("cpu", "cuda"):
-        facts = Facts(
-            device=device,
-            cores=4,
-            threads=4,
-            has_conv=True,
-            optimizer_name="torch.optim.AdamW",
-            optimizer_args=frozenset({"foreach", "fused", "capturable"}),
-            compile=True,
-            checkpoint_blocks="blocks",
-            tf32_capable=True,
-        )
-        for candidate in all_candidates(facts):
-            knob = candidate.knob
-            ident = "threads-N" if knob.id.startswith("threads-") else knob.id
-            title = "torch.set_num_threads(N)" if ident == "threads-N" else knob.title
-            entry = offered.setdefault(ident, (title, []))
-            if candidate.skip_reason is None and device not in entry[1]:
-                entry[1].append(device)
-    offered["loader"] = ("DataLoader workers, prefetch, pinning (with --loader)", ["cpu", "cuda"])
-    lines = [f"{'knob':26} {'devices':10} what"]
-    lines += [
-        f"{ident:26} {', '.join(devices):10} {title}" for ident, (title, devices) in offered.items()
-    ]
-    return "\n".join(lines)
+def _check_output(console: Console) -> None:
+    """``-o`` must name a file that can be written, checked before minutes of measuring."""
+    path = console.output
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"-o {target}: is a directory", hint="name a file, e.g. -o tune.txt")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"-o {target}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise OutputError(f"-o {target}: cannot write there (permission denied)")

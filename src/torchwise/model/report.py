@@ -84,7 +84,8 @@ def _totals(s: ModelSummary) -> list[tuple[str, str]]:
                 "Training memory",
                 f"{nbytes(t.total('adam'))} with Adam = weights {nbytes(t.weights)} + grads "
                 f"{nbytes(t.gradients)} + Adam state {nbytes(t.optimizer['adam'])} + activations "
-                f"{nbytes(t.activations)}; SGD {nbytes(t.total('sgd'))}, "
+                f"{nbytes(t.activations)} + the loss's backward {nbytes(t.loss_backward)}; "
+                f"SGD {nbytes(t.total('sgd'))}, "
                 f"SGD+momentum {nbytes(t.total('sgd-momentum'))}",
             )
         )

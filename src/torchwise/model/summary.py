@@ -9,6 +9,7 @@ recorded in ``notes``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -297,7 +298,8 @@ def summarize(
     training = None
     if estimate_training:
         activations = train_result.saved_activation_bytes
-        training = training_memory(sum(by_dtype.values()), trainable_bytes, activations)
+        outputs = _float_output_bytes(result.output_shapes, result.output_dtypes)
+        training = training_memory(sum(by_dtype.values()), trainable_bytes, activations, outputs)
     if result.unsupported_ops:
         notes.append(
             "FLOPs exclude unsupported ops: "
@@ -331,6 +333,16 @@ def summarize(
         training=training,
         notes=notes,
     )
+
+
+def _float_output_bytes(shapes: list[tuple[int, ...]], dtypes: list[str]) -> int:
+    """Bytes of the floating-point outputs: what a loss's backward makes copies of."""
+    total = 0
+    for shape, dtype in zip(shapes, dtypes, strict=False):
+        torch_dtype = getattr(torch, dtype.removeprefix("torch."), None)
+        if isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point:
+            total += math.prod(shape) * torch_dtype.itemsize
+    return total
 
 
 def _flat_shapes(values: Any) -> list[tuple[int, ...]]:

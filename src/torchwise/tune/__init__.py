@@ -9,7 +9,8 @@ See :func:`torchwise.tune.api.tune` and docs/tune.md. The statistics
 (:mod:`torchwise.tune.session`) are usable on their own for any A/B timing.
 """
 
-from torchwise.tune.api import TuneOptions, tune
+from torchwise.tune.api import tune
+from torchwise.tune.options import TuneOptions
 from torchwise.tune.report import FORMATS, TuneReport
 from torchwise.tune.session import Arm, SessionConfig, run_session
 from torchwise.tune.stats import Comparison, Verdict, compare

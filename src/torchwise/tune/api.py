@@ -18,8 +18,7 @@ import contextlib
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -34,8 +33,10 @@ from torchwise.tune.loader_scan import scan_loader
 from torchwise.tune.loop import Loop, canonical_loop
 from torchwise.tune.memory import StepMemory, live_training_state, measure_step_memory
 from torchwise.tune.optim import OptimizerSpec, parse_optimizer
+from torchwise.tune.options import Budgets, TuneOptions, validate_options
 from torchwise.tune.profile import Profile, profile_step
 from torchwise.tune.report import Environment, TuneReport
+from torchwise.tune.script import read_train_script
 from torchwise.tune.search import Search, SearchConfig
 from torchwise.tune.session import SessionConfig
 from torchwise.tune.step import (
@@ -49,32 +50,6 @@ from torchwise.tune.step import (
 )
 
 Notify = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    """Everything that shapes a tune run besides the model and its data."""
-
-    loss: str = "auto"
-    optimizer: str | OptimizerSpec = "adamw"
-    device: str = "cpu"
-    budget_s: float = 60.0
-    knobs: Sequence[str] | None = None
-    skip: Sequence[str] = ()
-    compile: bool = False
-    compile_backend: str = "inductor"
-    compile_budget_s: float | None = 300.0
-    profile: bool = True
-    find_batch_size: bool = False
-    max_batch_size: int | None = None
-    memory_budget: int | None = None
-    headroom: float = 0.2
-    batch_dim: int = 0
-    find_lr: bool = False
-    lr_range: tuple[float, float] = (1e-7, 10.0)
-    lr_steps: int = 100
-    seed: int = 0
-    session: SessionConfig = field(default_factory=SessionConfig)
 
 
 def tune(
@@ -101,8 +76,12 @@ def tune(
     options = options or TuneOptions()
     if overrides:
         options = TuneOptions(**{**options.__dict__, **overrides})
+    validate_options(options)
     started = time.perf_counter()
     device = _device(options.device)
+    script = (
+        read_train_script(options.train_script, options.device) if options.train_script else None
+    )
     source = load_loader(loader) if isinstance(loader, str) else loader
     label = name or type(model).__name__
     with _restored_state(device):
@@ -111,18 +90,19 @@ def tune(
             model, inputs, kwargs, target, source, options, device, label
         )
         environment = Environment.capture(device)
-        scan, search_budget_s = None, options.budget_s
+        budgets = Budgets.split(options, has_loader=source is not None)
+        scan, search_budget_s = None, budgets.search_s
         if source is not None:
             notify("timing the DataLoader under other settings")
-            budget = dict(options.session.__dict__, budget_s=options.budget_s * 0.25)
-            started = time.perf_counter()
+            budget = dict(options.session.__dict__, budget_s=budgets.loader_s)
+            scan_started = time.perf_counter()
             scan = scan_loader(source, device, SessionConfig(**budget))
-            search_budget_s = _after_scan(options.budget_s, time.perf_counter() - started)
+            spent = time.perf_counter() - scan_started
+            search_budget_s = _after_scan(budgets.search_s + budgets.loader_s, spent)
         facts = workload_facts(workload, options)
         knobs, skipped = available_knobs(facts, only=options.knobs, skip=options.skip)
         if scan is not None and scan.best != scan.user and "loader" not in options.skip:
             knobs.append(loader_knob(scan.best, scan.user))
-        train_mode = not _is_stochastic(workload, options.seed)
         search = Search(
             workload,
             knobs,
@@ -130,29 +110,34 @@ def tune(
                 budget_s=search_budget_s,
                 session=options.session,
                 compile_budget_s=options.compile_budget_s,
-                train_mode=train_mode,
                 seed=options.seed,
             ),
             notify=notify,
         )
         result = search.run()
+        baseline = result.stages[0].session if result.stages else None
+        step_s = baseline.baseline.median_s if baseline is not None else None
         profile, memory = None, None
         if options.profile:
             notify("profiling the baseline step")
-            baseline = result.stages[0].session if result.stages else None
-            step_s = baseline.baseline.median_s if baseline is not None else None
             profile, memory = _profile(workload, step_s)
         batch_size = lr = None
         if options.find_batch_size:
             from torchwise.tune.batch_size import find_batch_size
 
-            notify("searching for the largest batch size that fits")
+            notify(
+                f"searching for the batch size with the best throughput that fits "
+                f"(up to {budgets.batch_size_s:.0f} s)"
+            )
             batch_size = find_batch_size(
                 workload,
                 max_batch_size=options.max_batch_size,
                 memory_budget=options.memory_budget,
                 headroom=options.headroom,
                 batch_dim=options.batch_dim,
+                time_budget_s=budgets.batch_size_s,
+                start_step_s=step_s if step_s == step_s else None,
+                notify=notify,
             )
         if options.find_lr:
             from torchwise.tune.lr_range import lr_range_test
@@ -177,22 +162,20 @@ def tune(
         loader_scan=scan,
         batch_size=batch_size,
         lr=lr,
-        train_mode=train_mode,
         session=options.session,
         budget_s=options.budget_s,
         elapsed_s=time.perf_counter() - started,
         canonical=canonical_for(workload, loss_choice, source),
+        script=script,
     )
 
 
 def _after_scan(budget_s: float, scan_s: float) -> float:
-    """The search's share of ``--budget`` once the DataLoader scan took ``scan_s``.
+    """The search's share of ``budget_s`` once the DataLoader scan took ``scan_s`` of it.
 
-    The scan is one of the timing sessions the budget covers: before, the search
-    got the whole budget on top of it, and tune on the slow-loader MLP took
-    69 s of a 60 s ``--budget``. The search keeps at least half the budget, so a
-    scan that overran its quarter (its first look always completes) cannot leave
-    the stages nothing.
+    The scan is one of the timing sessions the budget covers; the search keeps at
+    least half, so a scan that overran its quarter (its first look always
+    completes) cannot leave the stages nothing.
     """
     return max(budget_s - scan_s, budget_s / 2)
 
@@ -288,12 +271,6 @@ def workload_facts(workload: Workload, options: TuneOptions) -> Facts:
         tf32_capable=capability >= (8, 0),
         static_shapes=workload.loader is None or workload.loader.static_shapes,
     )
-
-
-def _is_stochastic(workload: Workload, seed: int) -> bool:
-    from torchwise.tune.checks import Reference
-
-    return Reference(workload).is_stochastic(seed=seed)
 
 
 def _profile(workload: Workload, step_s: float | None) -> tuple[Profile | None, StepMemory | None]:

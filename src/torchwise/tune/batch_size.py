@@ -1,25 +1,34 @@
-"""The largest batch size that trains reliably within a memory budget, with headroom.
+"""The batch size with the best training throughput that fits a memory budget with headroom.
 
 Lightning's batch-size finder returns the size that just fit in a few steps, and
-users report it then running out of memory in ``fit``. This one:
+users report it then running out of memory in ``fit``; and a larger batch is
+only worth its memory while it trains faster. This search:
 
 1. doubles the batch from the current size (halving first if that does not fit),
    running a short probe at each size: peak memory of one step, then step time;
 2. never tries a size whose peak, extrapolated linearly from the sizes measured
-   so far, would exceed the budget (an out-of-memory on CPU is the kernel
-   killing the process, not an exception);
-3. picks the largest size whose measured peak leaves ``headroom`` of the budget
-   free (so never the size that just fit), capped at ``max_batch_size``;
-4. verifies the pick with a 10-step run at that size on a fresh copy; a size that
-   fails it (an exception, a non-finite loss, memory over the budget) is dropped
-   and the next smaller candidate is verified instead.
+   so far, would exceed the memory budget (on CPU an out-of-memory is the kernel
+   killing the process, not an exception), nor one whose probe and verification,
+   extrapolated from the last step time, would overrun the time it was given;
+3. stops doubling once throughput (samples per second) falls below the best
+   measured by more than :data:`THROUGHPUT_DROP`: past that point a larger batch
+   costs memory and buys nothing;
+4. picks the size with the best measured throughput among those whose peak
+   leaves ``headroom`` of the budget free (so never the size that just fit),
+   capped at ``max_batch_size``, and says when a faster size was left out for
+   memory;
+5. verifies the pick with a 10-step run on a fresh copy; a size that fails it (an
+   exception, a non-finite loss, memory over the budget) is dropped and the next
+   best is verified instead.
 
-The search itself (:func:`search_batch_size`) takes the probe and the
-verification as functions, so tests drive it with synthetic memory models.
+The search itself (:func:`search_batch_size`) takes the probe, the verification
+and the clock as functions, so tests drive it with synthetic models of memory and
+time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -29,11 +38,13 @@ from typing import Any
 import torch
 
 from torchwise.tune.memory import available_memory, live_training_state, measure_step_memory
-from torchwise.tune.report import fmt_bytes, fmt_time
 from torchwise.tune.stats import median
 from torchwise.tune.step import Batch, StepSettings, TrainingStep, Workload, map_tensors
+from torchwise.units import duration, nbytes
 
 VERIFY_STEPS = 10
+#: Throughput below the best measured by more than this share ends the doubling.
+THROUGHPUT_DROP = 0.05
 
 
 @dataclass(frozen=True)
@@ -68,15 +79,19 @@ class BatchSizeResult:
     verifications: list[SizeRun] = field(default_factory=list)
     pick: int | None = None
     reason: str = ""
+    #: why the doubling stopped
+    stop: str = ""
+    #: seconds the search was given, and took
+    time_budget_s: float | None = None
+    elapsed_s: float = 0.0
+    #: the start size's step time came from the tune run's baseline, not a probe
+    start_step_from_baseline: bool = False
 
     @property
-    def knee(self) -> int | None:
-        """The smallest size within 5% of the best measured throughput."""
-        rates = [(r.size, r.samples_per_s) for r in self.probes if r.ok and r.samples_per_s]
-        if not rates:
-            return None
-        best = max(rate for _, rate in rates if rate is not None)
-        return min(size for size, rate in rates if rate is not None and rate >= 0.95 * best)
+    def best_measured(self) -> SizeRun | None:
+        """The probe with the best throughput, fitting or not."""
+        rated = [r for r in self.probes if r.ok and r.samples_per_s]
+        return max(rated, key=lambda r: r.samples_per_s or 0.0, default=None)
 
     def to_dict(self) -> dict[str, Any]:
         def run(r: SizeRun) -> dict[str, Any]:
@@ -90,6 +105,7 @@ class BatchSizeResult:
                 "error": r.error,
             }
 
+        best = self.best_measured
         return {
             "start": self.start,
             "budget_bytes": self.budget,
@@ -99,38 +115,22 @@ class BatchSizeResult:
             "probes": [run(r) for r in self.probes],
             "verifications": [run(r) for r in self.verifications],
             "pick": self.pick,
-            "throughput_knee": self.knee,
+            "best_measured": best.size if best is not None else None,
             "reason": self.reason,
+            "stop": self.stop,
+            "time_budget_s": self.time_budget_s,
+            "elapsed_s": self.elapsed_s,
+            "start_step_from_baseline": self.start_step_from_baseline,
         }
 
-    def text_lines(self) -> list[str]:
-        lines = [
-            f"Batch size (budget {fmt_bytes(self.budget)} from {self.budget_source}, "
-            f"{self.headroom:.0%} headroom" + (f", capped at {self.cap}" if self.cap else "") + ")"
-        ]
-        for r in self.probes:
-            if r.ok:
-                rate = f", {r.samples_per_s:,.0f} samples/s" if r.samples_per_s else ""
-                step = fmt_time(r.seconds_per_step) if r.seconds_per_step else "n/a"
-                lines.append(f"  {r.size:>6}: peak {fmt_bytes(r.peak)}, step {step}{rate}")
-            else:
-                lines.append(f"  {r.size:>6}: {r.error}")
-        for v in self.verifications:
-            state = "passed" if v.ok else f"failed ({v.error})"
-            lines.append(f"  {VERIFY_STEPS}-step run at {v.size}: {state}")
-        lines.append(
-            f"  pick: {self.pick}: {self.reason}" if self.pick else f"  no pick: {self.reason}"
-        )
-        rates = [(r.samples_per_s, r.size) for r in self.probes if r.ok and r.samples_per_s]
-        if rates:
-            best_rate, best_size = max(rates)
-            line = (
-                f"  best measured throughput: {best_rate:,.0f} samples/s at batch size {best_size}"
-            )
-            if self.knee is not None and self.knee < best_size:
-                line += f" (within 5% of it from {self.knee})"
-            lines.append(line)
-        return lines
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    probes: list[SizeRun]
+    verifications: list[SizeRun]
+    pick: int | None
+    reason: str
+    stop: str
 
 
 def search_batch_size(
@@ -143,68 +143,98 @@ def search_batch_size(
     cap: int | None = None,
     probe_steps: int = 8,
     max_doublings: int = 16,
-) -> tuple[list[SizeRun], list[SizeRun], int | None, str]:
-    """(probes, verifications, pick, reason): the algorithm of the module docstring."""
+    time_left: Callable[[], float] = lambda: math.inf,
+    known: SizeRun | None = None,
+    notify: Callable[[SizeRun], None] = lambda _: None,
+) -> SearchOutcome:
+    """The algorithm of the module docstring. ``known`` is an already measured start size."""
     limit = budget * (1 - headroom)
     probes: list[SizeRun] = []
 
     def fits(run: SizeRun) -> bool:
         return run.ok and run.peak is not None and run.peak <= budget
 
+    def measure(size: int) -> SizeRun:
+        run = known if known is not None and known.size == size else probe(size, probe_steps)
+        probes.append(run)
+        notify(run)
+        return run
+
     size = start
-    first = probe(size, probe_steps)
-    probes.append(first)
+    first = measure(size)
     while not fits(first) and size > 1:  # the current batch does not fit: halve
         size //= 2
-        first = probe(size, probe_steps)
-        probes.append(first)
+        first = measure(size)
     if not fits(first):
-        return probes, [], None, "even a batch of 1 does not fit the budget"
+        return SearchOutcome(probes, [], None, "even a batch of 1 does not fit the budget", "")
+    stop = f"{max_doublings} doublings"
     for _ in range(max_doublings):
         nxt = size * 2 if cap is None else min(size * 2, cap)
         if nxt <= size:
+            stop = f"the cap ({cap})"
             break
         predicted = _predict([r for r in probes if fits(r)], nxt)
         if predicted is not None and predicted > budget:
-            probes.append(
-                SizeRun(
-                    nxt,
-                    False,
-                    0,
-                    predicted,
-                    error=f"not tried: predicted peak {fmt_bytes(predicted)} exceeds the budget",
-                )
-            )
+            skipped = SizeRun(
+                nxt, False, 0, predicted,
+                error=f"not tried: predicted peak {nbytes(predicted)} exceeds the budget",
+            )  # fmt: skip
+            probes.append(skipped)
+            notify(skipped)
+            stop = "the memory budget"
             break
-        run = probe(nxt, probe_steps)
-        probes.append(run)
+        last = probes[-1]
+        if last.seconds_per_step is not None:
+            # the probe's steps plus a verification, at a step time growing with the batch
+            cost = last.seconds_per_step * nxt / last.size * (probe_steps + 2 + VERIFY_STEPS)
+            if cost > time_left():
+                stop = f"the time budget (batch {nxt} would take about {duration(cost)})"
+                break
+        run = measure(nxt)
         if not fits(run):
+            stop = f"batch {nxt} did not fit"
             break
         size = nxt
+        if _throughput_fell(probes):
+            stop = f"throughput fell by more than {THROUGHPUT_DROP:.0%} at batch {nxt}"
+            break
     candidates = sorted(
-        (r.size for r in probes if fits(r) and r.peak is not None and r.peak <= limit),
-        reverse=True,
+        (r for r in probes if fits(r) and r.peak is not None and r.peak <= limit),
+        key=lambda r: (-(r.samples_per_s or 0.0), -r.size),
     )
+    best = max(
+        (r for r in probes if fits(r) and r.samples_per_s), key=lambda r: r.samples_per_s or 0.0,
+        default=None,
+    )  # fmt: skip
     verifications: list[SizeRun] = []
     for candidate in candidates:
-        result = verify(candidate, VERIFY_STEPS)
+        result = verify(candidate.size, VERIFY_STEPS)
         verifications.append(result)
         if result.ok and result.peak is not None and result.peak <= budget:
-            capped = cap is not None and candidate == cap
             reason = (
-                f"the largest size whose peak leaves {headroom:.0%} of the budget free"
-                + (" (the cap)" if capped else "")
-                + f", and it passed a {VERIFY_STEPS}-step run"
+                f"the best measured throughput ({candidate.samples_per_s or 0:,.0f} samples/s) "
+                f"among the sizes whose peak leaves {headroom:.0%} of the memory budget free"
             )
-            return probes, verifications, candidate, reason
+            if best is not None and best.size != candidate.size:
+                reason += (
+                    f"; batch {best.size} was faster ({best.samples_per_s or 0:,.0f} samples/s) "
+                    "but leaves less headroom"
+                )
+            return SearchOutcome(
+                probes, verifications, candidate.size,
+                reason + f"; it passed a {VERIFY_STEPS}-step run", stop,
+            )  # fmt: skip
     if not candidates:
-        return (
-            probes,
-            verifications,
-            None,
-            (f"no size left {headroom:.0%} of the budget free; lower the headroom or the batch"),
-        )
-    return probes, verifications, None, f"every candidate failed its {VERIFY_STEPS}-step run"
+        reason = f"no size left {headroom:.0%} of the budget free; lower the headroom or the batch"
+        return SearchOutcome(probes, verifications, None, reason, stop)
+    return SearchOutcome(
+        probes, verifications, None, f"every candidate failed its {VERIFY_STEPS}-step run", stop
+    )
+
+
+def _throughput_fell(probes: list[SizeRun]) -> bool:
+    rates = [r.samples_per_s for r in probes if r.ok and r.samples_per_s]
+    return len(rates) >= 2 and rates[-1] < (1 - THROUGHPUT_DROP) * max(rates[:-1])
 
 
 def _predict(runs: list[SizeRun], size: int) -> int | None:
@@ -304,8 +334,18 @@ def find_batch_size(
     memory_budget: int | None = None,
     headroom: float = 0.2,
     batch_dim: int = 0,
+    time_budget_s: float | None = None,
+    start_step_s: float | None = None,
+    notify: Callable[[str], None] = lambda _: None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> BatchSizeResult:
-    """The module docstring's search on the real step (fresh copies at every size)."""
+    """The module docstring's search on the real step (fresh copies at every size).
+
+    ``start_step_s``, when given, is the start size's step time already measured
+    (tune's baseline): the start size is probed for memory only, and the report
+    shows one step time for it.
+    """
+    started = clock()
     start = batch_size_of(workload.batch, batch_dim)
     if memory_budget is not None:
         budget, source = memory_budget, "--memory-budget"
@@ -321,9 +361,48 @@ def find_batch_size(
     def run(size: int, steps: int) -> SizeRun:
         return _real_run(workload, size, steps, batch_dim)
 
-    probes, verifications, pick, reason = search_batch_size(
-        start, run, run, budget=budget, headroom=headroom, cap=max_batch_size
+    known = None
+    if start_step_s is not None:
+        memory_only = _real_run(workload, start, 1, batch_dim)
+        known = dataclasses.replace(memory_only, steps=0, seconds_per_step=start_step_s)
+
+    def time_left() -> float:
+        if time_budget_s is None:
+            return math.inf
+        return time_budget_s - (clock() - started)
+
+    def progress(r: SizeRun) -> None:
+        if r.ok:
+            notify(
+                f"  batch {r.size}: peak {nbytes(r.peak)}, {duration(r.seconds_per_step)} a step, "
+                f"{r.samples_per_s or 0:,.0f} samples/s"
+            )
+        else:
+            notify(f"  batch {r.size}: {r.error}")
+
+    outcome = search_batch_size(
+        start,
+        run,
+        run,
+        budget=budget,
+        headroom=headroom,
+        cap=max_batch_size,
+        time_left=time_left,
+        known=known,
+        notify=progress,
     )
     return BatchSizeResult(
-        start, budget, source, headroom, max_batch_size, probes, verifications, pick, reason
+        start,
+        budget,
+        source,
+        headroom,
+        max_batch_size,
+        outcome.probes,
+        outcome.verifications,
+        outcome.pick,
+        outcome.reason,
+        outcome.stop,
+        time_budget_s,
+        clock() - started,
+        known is not None,
     )

@@ -2,8 +2,8 @@
 
 A :class:`Knob` is data: the :class:`~torchwise.tune.step.StepSettings` fields it
 changes, the edits that turn the canonical loop into the recommended one, the
-numerical tolerance its correctness check allows, and a predicate saying when
-it applies (channels_last needs convolutions; TF32 needs CUDA). Knobs in the
+steps its correctness check needs, and a predicate saying when it applies
+(channels_last needs convolutions; TF32 needs CUDA). Knobs in the
 same ``group`` are alternatives (fused vs foreach optimizer; 1 vs 2 threads): at
 most one of a group is recommended.
 
@@ -18,37 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchwise.tune.graphs import GRAPH_WARMUP
 from torchwise.tune.loader import LoaderSettings
 from torchwise.tune.loop import Edit, Loop, add_call_kwargs, add_setup
 
 SPEED = "speed"
 MEMORY = "memory"
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How far a knob's step may drift from the baseline's and still count as correct.
-
-    ``loss_rtol`` bounds the relative difference of the step's loss and of the
-    loss after the step; ``update_rtol`` bounds the relative difference of the
-    updates' first-order effect on the loss, ``<g, update>`` with the baseline's
-    gradient ``g``. (A plain cosine of the updates would fail correct knobs:
-    Adam's first update is about ``lr * sign(g)``, and gradients that are zero
-    up to rounding flip sign under any reordering, at no cost to the loss.)
-    """
-
-    loss_rtol: float
-    update_rtol: float
-    why: str
-
-
-#: fp32 computed in another order (other kernels, threads, fused optimizers):
-#: rounding differences only.
-FP32 = Tolerance(1e-3, 0.02, "fp32 with another summation order")
-#: bf16 keeps 8 significant bits: about 2-3 decimal digits per operation.
-BF16 = Tolerance(5e-2, 0.25, "bf16 autocast (8-bit mantissa)")
-FP16 = Tolerance(2e-2, 0.15, "fp16 autocast (11-bit mantissa) with loss scaling")
-TF32 = Tolerance(1e-2, 0.05, "TF32 matmuls (11-bit mantissa inputs)")
 
 
 @dataclass(frozen=True)
@@ -77,12 +52,12 @@ class Knob:
     group: str
     changes: dict[str, Any]
     edits: tuple[Edit, ...] = ()
-    tolerance: Tolerance = FP32
     why: str = ""
     kind: str = SPEED
     #: shown instead of (or beside) the loop diff when the change is in the model's code
     model_change: str = ""
-    check_steps: int = 1
+    #: steps of the correctness check's trajectory (None: the oracle's default)
+    check_steps: int | None = None
     #: knobs a trial needs together, e.g. ("fp16 autocast", "GradScaler")
     parts: tuple[str, ...] = field(default=())
     #: the part of the step the knob changes, when others change it too
@@ -90,6 +65,15 @@ class Knob:
     #: gradients it reads): such knobs' effects need not add up, so accepting one
     #: reopens the others (:meth:`torchwise.tune.search.Search._reopen`)
     phase: str = ""
+    #: groups of knobs this one gains with, beyond adding up: accepting one of them
+    #: reopens this knob if it was settled without it (channels_last pays off with
+    #: autocast's NHWC tensor-core kernels, not in fp32)
+    interacts: frozenset[str] = frozenset()
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """A pair knob ("bf16-autocast+channels-last") belongs to both its knobs' groups."""
+        return frozenset(self.group.split("+"))
 
 
 @dataclass(frozen=True)
@@ -122,6 +106,7 @@ def _channels_last(facts: Facts) -> list[Candidate]:
         {"channels_last": True},
         (_channels_last_edit,),
         why="NHWC convolutions avoid layout conversions in oneDNN and cuDNN kernels.",
+        interacts=frozenset({"autocast"}),
     )
     if not facts.has_conv:
         return [Candidate(knob, "the model has no 2-d convolutions")]
@@ -140,7 +125,6 @@ def _bf16(facts: Facts) -> list[Candidate]:
         "autocast",
         {"autocast": "bf16"},
         (_autocast_edit(facts.device, "bfloat16"),),
-        BF16,
         "Matmuls and convolutions in bfloat16: half the memory traffic, and fast "
         "on CPUs with AMX/AVX512-BF16 and on Ampere+ GPUs.",
     )
@@ -164,7 +148,6 @@ def _fp16(facts: Facts) -> list[Candidate]:
         "autocast",
         {"autocast": "fp16", "grad_scaler": True},
         (edit,),
-        FP16,
         "Tensor-core float16 with dynamic loss scaling so small gradients do not underflow.",
         parts=("fp16 autocast", "GradScaler"),
     )
@@ -288,7 +271,6 @@ def _tf32(facts: Facts) -> list[Candidate]:
                 'torch.backends.cudnn.conv.fp32_precision = "tf32"',
             ),
         ),
-        TF32,
         "fp32 matmuls on tensor cores with 10-bit mantissa inputs (Ampere and newer).",
     )
     if facts.device != "cuda":
@@ -306,6 +288,7 @@ def _cudnn_benchmark(facts: Facts) -> list[Candidate]:
         {"cudnn_benchmark": True},
         (add_setup("torch.backends.cudnn.benchmark = True"),),
         why="cuDNN times its convolution algorithms once per input shape and keeps the fastest.",
+        interacts=frozenset({"autocast", "memory-format"}),
     )
     if facts.device != "cuda":
         return [Candidate(knob, "GPU only")]
@@ -378,7 +361,9 @@ def _cuda_graphs(facts: Facts) -> list[Candidate]:
         {"cuda_graph": True},
         (edit,),
         why="Replays the step's kernels from one graph launch: no per-kernel CPU launch cost.",
-        check_steps=4,
+        interacts=frozenset({"autocast"}),
+        # the warm-up steps before capture, then replays of the captured step
+        check_steps=GRAPH_WARMUP + 2,
     )
     if facts.device != "cuda":
         return [Candidate(knob, "GPU only")]
@@ -393,21 +378,76 @@ def _capturable(line: str) -> str:
     return add_call_kwargs("optimizer", capturable=True)(Loop(optimizer=(line,))).optimizer[0]
 
 
+@dataclass(frozen=True)
+class Family:
+    """A kind of knob as ``--list-knobs`` shows it: its id, what it does, where it can apply.
+
+    ``devices`` is where the family is offered at all; whether it applies to a
+    given workload (a conv net, an optimizer with ``fused=``) is its factory's
+    call on that workload's :class:`Facts`.
+    """
+
+    id: str
+    title: str
+    devices: tuple[str, ...]
+    factory: Factory
+
+
 #: Every knob family, in the order the report lists knobs that tie.
-FACTORIES: tuple[Factory, ...] = (
-    _threads,
-    _channels_last,
-    _bf16,
-    _fp16,
-    _optimizer_impls,
-    _compile,
-    _tf32,
-    _cudnn_benchmark,
-    _pinned,
-    _cuda_graphs,
-    _zero_grad,
-    _checkpointing,
+FAMILIES: tuple[Family, ...] = (
+    Family("threads-N", "torch.set_num_threads(N), N = 1 and half the default", ("cpu",), _threads),
+    Family(
+        "channels-last", "channels_last memory format (conv nets)", ("cpu", "cuda"), _channels_last
+    ),
+    Family("bf16-autocast", "bf16 autocast", ("cpu", "cuda"), _bf16),
+    Family("fp16-autocast", "fp16 autocast with GradScaler", ("cuda",), _fp16),
+    Family(
+        "foreach-optimizer / fused-optimizer",
+        "foreach=True / fused=True (when the optimizer has them; foreach is CUDA's default)",
+        ("cpu", "cuda"),
+        _optimizer_impls,
+    ),
+    Family("compile", "torch.compile (opt-in with --compile)", ("cpu", "cuda"), _compile),
+    Family("tf32", "TF32 matmuls and convolutions (Ampere and newer)", ("cuda",), _tf32),
+    Family(
+        "cudnn-benchmark", "cudnn.benchmark (conv nets, static shapes)", ("cuda",), _cudnn_benchmark
+    ),
+    Family("pinned-memory", "pinned memory + non_blocking copies", ("cuda",), _pinned),
+    Family("cuda-graphs", "CUDA graph of the whole step (static shapes)", ("cuda",), _cuda_graphs),
+    Family("zero-grad-in-place", "zero_grad(set_to_none=False)", ("cpu", "cuda"), _zero_grad),
+    Family(
+        "activation-checkpointing",
+        "activation checkpointing of repeated blocks (a memory trade-off)",
+        ("cpu", "cuda"),
+        _checkpointing,
+    ),
+    Family(
+        "loader",
+        "DataLoader workers, prefetch, pinning (with --loader)",
+        ("cpu", "cuda"),
+        lambda _: [],
+    ),
 )
+FACTORIES: tuple[Factory, ...] = tuple(f.factory for f in FAMILIES)
+
+#: Knob ids the families can produce besides ``threads-N``.
+KNOB_IDS = frozenset({part for f in FAMILIES if f.id != "threads-N" for part in f.id.split(" / ")})
+
+
+def known_knob(knob_id: str) -> bool:
+    """Whether ``knob_id`` names a knob (``threads-N`` for any positive N, or a pair)."""
+    if knob_id in {f"{a}+{b}" for a, b in PAIRS}:
+        return True
+    if knob_id.startswith("threads-"):
+        return knob_id.removeprefix("threads-").isdigit() and int(knob_id[8:]) > 0
+    return knob_id in KNOB_IDS
+
+
+def knob_table() -> str:
+    """``--list-knobs``: every family, the devices it applies to, and what it changes."""
+    lines = [f"{'knob':36} {'devices':10} what"]
+    lines += [f"{f.id:36} {', '.join(f.devices):10} {f.title}" for f in FAMILIES]
+    return "\n".join(lines)
 
 
 def loader_knob(settings: LoaderSettings, user: LoaderSettings) -> Knob:
@@ -420,6 +460,25 @@ def loader_knob(settings: LoaderSettings, user: LoaderSettings) -> Knob:
         {"loader": settings},
         (add_call_kwargs("loader", **changed),),
         why="Worker processes load the next batches while the step computes.",
+    )
+
+
+#: Knobs an expert tries together: each alone may gain nothing (bf16 convolutions
+#: in NCHW, NHWC in fp32) while the pair runs the fast NHWC low-precision kernels
+#: of oneDNN and cuDNN.
+PAIRS = (("bf16-autocast", "channels-last"), ("fp16-autocast", "channels-last"))
+
+
+def pair_knob(first: Knob, second: Knob) -> Knob:
+    """Two knobs as one trial: changes, edits and groups of both."""
+    return Knob(
+        f"{first.id}+{second.id}",
+        f"{first.title} + {second.title}",
+        f"{first.group}+{second.group}",
+        {**first.changes, **second.changes},
+        (*first.edits, *second.edits),
+        why=f"Together: {first.why} {second.why}",
+        parts=first.parts or second.parts,
     )
 
 
@@ -440,8 +499,10 @@ def available_knobs(
             skipped.append((knob, "not selected"))
         else:
             offered.append(knob)
+    by_id = {k.id: k for k in offered}
+    for a, b in PAIRS:
+        pair_id = f"{a}+{b}"
+        wanted = only is None or pair_id in only or (a in only and b in only)
+        if a in by_id and b in by_id and wanted and pair_id not in skip:
+            offered.append(pair_knob(by_id[a], by_id[b]))
     return offered, skipped
-
-
-def knob_ids(facts: Facts) -> list[str]:
-    return [candidate.knob.id for candidate in all_candidates(facts)]

@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from torchwise.errors import TorchwiseError, UserCodeError
-from torchwise.tune.step import Batch, map_tensors
+from torchwise.tune.step import Batch
 
 _LABEL_KEYS = ("labels", "label", "target", "targets", "y")
 
@@ -250,10 +250,3 @@ def worker_candidates(cores: int | None = None) -> list[int]:
         values.append(n)
         n *= 2
     return values
-
-
-def pin(batch: Batch) -> Batch:
-    args, kwargs, target = map_tensors(
-        (batch.args, batch.kwargs, batch.target), lambda t: t.pin_memory()
-    )
-    return Batch(args, kwargs, target)

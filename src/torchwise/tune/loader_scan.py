@@ -7,8 +7,7 @@ each sample first drains the prefetch queue untimed (``queue_depth + 1`` batches
 and then times batches delivered in steady state. A sample is at least two
 batches per worker of the most parallel setting in the session: the drain leaves
 the workers in phase, so the next few batches arrive together, and a one-batch
-sample would time that burst rather than the rate at which the workers deliver
-(on a loader of 20 ms a batch it made 2 and 4 workers look alike).
+sample would time that burst rather than the rate at which the workers deliver.
 
 Stage A varies ``num_workers`` (0, 1, 2, 4, ... up to twice the cores, with
 ``persistent_workers=True`` so an epoch boundary does not restart workers);

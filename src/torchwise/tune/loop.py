@@ -111,13 +111,6 @@ def add_setup(*lines: str) -> Edit:
     return lambda loop: loop.replace(setup=(*loop.setup, *lines))
 
 
-def add_import(line: str) -> Edit:
-    def edit(loop: Loop) -> Loop:
-        return loop if line in loop.imports else loop.replace(imports=(*loop.imports, line))
-
-    return edit
-
-
 def add_call_kwargs(slot: str, **kwargs: object) -> Edit:
     """Add keyword arguments to the last call on the first line of ``slot``.
 

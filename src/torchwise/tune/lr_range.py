@@ -76,19 +76,6 @@ class LRResult:
             "diverged_at": self.diverged_at,
         }
 
-    def text_lines(self) -> list[str]:
-        a = self.analysis
-        lines = [f"Learning rate (range test over {len(self.lrs)} steps on {self.data})"]
-        if a.pick is not None:
-            lines.append(f"  pick {a.pick:.3g} ({a.confidence} confidence): {a.reason}")
-        else:
-            lines.append(f"  no pick: {a.reason}")
-        if a.min_lr is not None:
-            lines.append(f"  lowest smoothed loss at lr {a.min_lr:.3g}")
-        if self.diverged_at is not None:
-            lines.append(f"  diverged at lr {self.diverged_at:.3g}")
-        return lines
-
 
 def _running_median(values: list[float], window: int) -> list[float]:
     half = window // 2

@@ -180,15 +180,6 @@ def _vm_hwm() -> int | None:
     return None
 
 
-def current_rss() -> int | None:
-    if not _STATUS.exists():
-        return None
-    for line in _STATUS.read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
 def available_memory(device: torch.device) -> int | None:
     """Bytes the step may still use: free GPU memory, or Linux's MemAvailable on CPU."""
     if device.type == "cuda":

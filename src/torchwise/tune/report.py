@@ -11,7 +11,6 @@ by ``SCHEMA``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -22,7 +21,9 @@ import torch
 
 from torchwise.tune.knobs import MEMORY, Knob
 from torchwise.tune.loop import Loop, apply, diff
+from torchwise.tune.render import FORMATS, render
 from torchwise.tune.stats import Comparison, format_confidence
+from torchwise.tune.trials import TrialStatus
 
 if TYPE_CHECKING:
     from torchwise.tune.batch_size import BatchSizeResult
@@ -30,11 +31,12 @@ if TYPE_CHECKING:
     from torchwise.tune.lr_range import LRResult
     from torchwise.tune.memory import StepMemory
     from torchwise.tune.profile import Profile
-    from torchwise.tune.search import SearchResult, Trial
+    from torchwise.tune.script import TrainScript
     from torchwise.tune.session import ArmResult, SessionConfig
+    from torchwise.tune.trials import SearchResult, Trial
 
 SCHEMA = "torchwise.tune/1"
-FORMATS = ("text", "json", "markdown", "html")
+__all__ = ["FORMATS", "SCHEMA", "Environment", "TuneReport"]
 
 
 def _load() -> tuple[float, float, float] | None:
@@ -103,48 +105,6 @@ class Environment:
         )
 
 
-# -- formatting helpers ------------------------------------------------------------
-
-
-def fmt_time(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "n/a"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
-
-
-def fmt_bytes(count: float | None) -> str:
-    if count is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(count) < 1024 or unit == "GiB":
-            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
-        count /= 1024
-    return f"{count:.1f} TiB"  # pragma: no cover - unreachable
-
-
-def fmt_gain(comparison: Comparison) -> str:
-    """``1.42x faster (99.94% CI 1.35x-1.50x)`` or ``1.20x slower (99.94% CI 1.05x-1.43x)``.
-
-    The interval reads in the headline's direction: a slowdown's as slowdowns
-    (time ratios), a speedup's as speedups, so "1.15x slower (CI 0.70x-0.95x)"
-    cannot be misread as a range of slowdowns below 1.
-    """
-    level = format_confidence(comparison.confidence)
-    speedup = comparison.speedup
-    if speedup >= 1:
-        low = 1 / comparison.ci_high if comparison.ci_high > 0 else math.inf
-        high = 1 / comparison.ci_low if comparison.ci_low > 0 else math.inf
-        word, value = "faster", speedup
-    else:
-        low, high, word, value = comparison.ci_low, comparison.ci_high, "slower", 1 / speedup
-    ci = f"{level} CI {low:.2f}x-{high:.2f}x" if math.isfinite(high) else f"{level} CI open"
-    return f"{value:.2f}x {word} ({ci})"
-
-
 def _arm_stats(result: ArmResult | None) -> dict[str, Any] | None:
     if result is None or not result.samples:
         return None
@@ -202,11 +162,12 @@ class TuneReport:
     loader_scan: LoaderScan | None
     batch_size: BatchSizeResult | None
     lr: LRResult | None
-    train_mode: bool
     session: SessionConfig
     budget_s: float
     elapsed_s: float
     canonical: Loop
+    #: the user's training script (--train-script), when the diffs are against it
+    script: TrainScript | None = None
 
     # -- derived views ------------------------------------------------------------
 
@@ -231,34 +192,27 @@ class TuneReport:
         return list(self.search.accepted)
 
     def recommendation_diffs(self) -> list[str]:
-        """Each accepted knob's diff against the loop with the earlier ones applied."""
+        """Each accepted knob's diff, against the user's script or the canonical loop,
+        with the earlier ones applied."""
+        knobs = [t.knob for t in self.recommendations]
+        if self.script is not None:
+            return self.script.diffs(knobs, fallback=self.canonical)
         diffs, loop = [], self.canonical
-        for trial in self.recommendations:
-            after = apply(loop, trial.knob.edits)
-            diffs.append(diff(loop, after))
+        for knob in knobs:
+            after = apply(loop, knob.edits)
+            diffs.append(diff(loop, after, name="pattern.py"))
             loop = after
         return diffs
 
-    def combined_summary(self) -> str:
-        """The recommendations together against the baseline: the gain, or why it is unknown."""
-        combined = self.search.combined
-        if combined is not None:
-            return f"{fmt_gain(combined)} against the baseline ({combined.rounds} rounds)"
-        return (
-            f"not measured against the baseline: {self.search.combined_not_measured}. "
-            "Each gain above was measured on top of the ones before it"
-        )
-
     def combined_diff(self) -> str:
-        edits = [e for t in self.recommendations for e in t.knob.edits]
-        return diff(self.canonical, apply(self.canonical, edits))
+        knobs = [t.knob for t in self.recommendations]
+        if self.script is not None:
+            return self.script.combined_diff(knobs, fallback=self.canonical)
+        edits = [e for k in knobs for e in k.edits]
+        return diff(self.canonical, apply(self.canonical, edits), name="pattern.py")
 
     def tradeoffs(self) -> list[Trial]:
-        return [
-            t
-            for t in self.latest_trials()
-            if t.knob.kind == MEMORY and t.status not in ("failed", "incorrect")
-        ]
+        return [t for t in self.latest_trials() if t.knob.kind == MEMORY and not t.status.broken]
 
     def not_recommended(self) -> list[Trial]:
         """Speed knobs measured but not accepted (their last measurement), fastest first."""
@@ -266,22 +220,19 @@ class TuneReport:
         rows = [
             t
             for t in self.latest_trials()
-            if t.knob.kind != MEMORY
-            and t.knob.id not in accepted
-            and t.comparison is not None
-            and t.error is None
-            and t.status not in ("incorrect",)
+            if t.knob.kind != MEMORY and t.knob.id not in accepted and t.status.timed
         ]
         return sorted(rows, key=lambda t: t.comparison.ratio if t.comparison else math.inf)
 
     def broken(self) -> list[Trial]:
-        return [t for t in self.latest_trials() if t.status in ("failed", "incorrect")]
+        return [t for t in self.latest_trials() if t.status.broken]
+
+    def not_applicable(self) -> list[Trial]:
+        return [t for t in self.latest_trials() if t.status is TrialStatus.NOT_APPLICABLE]
 
     # -- outputs --------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        from torchwise.tune.stats import format_confidence as _fc
-
         baseline = self.baseline
         diffs = self.recommendation_diffs()
         profile = self.profile
@@ -294,7 +245,7 @@ class TuneReport:
                 "workload": self.workload,
                 "baseline": {
                     "step": _arm_stats(baseline),
-                    "samples_per_s": self._throughput(baseline.median_s) if baseline else None,
+                    "samples_per_s": self.throughput(baseline.median_s) if baseline else None,
                     "phases_s": profile.phases if profile else None,
                     "memory": _memory(self.memory),
                     "top_ops": [op.__dict__ for op in profile.top_ops] if profile else [],
@@ -313,6 +264,7 @@ class TuneReport:
                     "not_measured": self.search.combined_not_measured,
                     "diff": self.combined_diff(),
                 },
+                "diffs_against": str(self.script.path) if self.script is not None else "pattern",
                 "trials": [self._trial_dict(t) for t in self.trials],
                 "skipped": [{"knob": k.id, "title": k.title, "reason": r} for k, r in self.skipped],
                 "loader": self._loader_dict(),
@@ -321,10 +273,11 @@ class TuneReport:
                 "method": {
                     "test": "paired Wilcoxon signed-rank; Hodges-Lehmann time ratio",
                     "confidence": self.session.confidence,
-                    "look_confidence": _fc(self._look_confidence()),
+                    "look_confidence": format_confidence(self._look_confidence()),
                     "min_effect": self.session.min_effect,
                     "budget_s": self.budget_s,
-                    "train_mode": self.train_mode,
+                    "train_mode": self.search.check_mode.startswith("train"),
+                    "check_mode": self.search.check_mode,
                 },
                 "elapsed_s": self.elapsed_s,
             }
@@ -336,7 +289,7 @@ class TuneReport:
 
         return look_confidence(self.session)
 
-    def _throughput(self, seconds: float) -> float | None:
+    def throughput(self, seconds: float) -> float | None:
         size = self.workload.get("batch_size")
         return size / seconds if size and seconds > 0 else None
 
@@ -347,19 +300,14 @@ class TuneReport:
             "kind": t.knob.kind,
             "stage": t.stage,
             "on_top_of": list(t.on_top_of),
-            "status": t.status,
+            "status": t.status.value,
             "accepted": t.accepted,
             "reopened": t.reopened,
             "why": t.knob.why,
             "error": t.error,
+            "not_applicable": t.not_applicable,
             "first_step_s": t.first_step_s,
-            "check": None
-            if t.check is None
-            else {
-                "ok": t.check.ok,
-                "problem": t.check.problem,
-                "summary": t.check.summary(),
-            },
+            "check": None if t.check is None else t.check.to_dict(),
             "step": _arm_stats(t.result),
             "baseline_step": _arm_stats(t.baseline),
             "comparison": _comparison(t.comparison),
@@ -406,21 +354,9 @@ class TuneReport:
         }
 
     def render(self, fmt: str = "text") -> str:
-        if fmt == "json":
-            return json.dumps(self.to_dict(), indent=2) + "\n"
-        if fmt == "markdown":
-            from torchwise.tune.render_text import render_markdown
-
-            return render_markdown(self)
-        if fmt == "html":
-            from torchwise.tune.html import render_html
-
-            return render_html(self)
-        if fmt == "text":
-            from torchwise.tune.render_text import render_text
-
-            return render_text(self)
-        raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+        """The report as ``text``, ``json``, ``markdown`` or ``html`` (see
+        :mod:`torchwise.tune.render`)."""
+        return render(self, fmt)
 
 
 def _jsonable(value: Any) -> Any:

@@ -112,12 +112,9 @@ class SessionConfig:
     #: the confidence of the futility interval. Stopping for futility never adds a
     #: false "faster", so this need not be the verdicts' level, only high enough
     #: that a useful speedup is rarely stopped before it shows: at 90%, a knob
-    #: truly 10% faster essentially never is. At the per-look 99.88%, ruling out 5%
-    #: took 49-67 rounds of 0.3 s in three runs on the transformer's null
-    #: ``threads-1``, whose paired log ratios vary by 17% (the machine's speed
-    #: wanders on a 50 ms scale, and a thread-switching pair is a settle apart);
-    #: the rounds needed go as the square of the normal quantile, 1.64 against
-    #: 3.24. At 90%: 13-39 rounds in three runs.
+    #: truly 10% faster essentially never is. The rounds needed go as the square
+    #: of the normal quantile (1.64 at 90% against 3.24 at the per-look 99.88%),
+    #: so a null knob stops about four times sooner (docs/benchmarks.md).
     futility_confidence: float = 0.90
     #: start no round unless the first look's rounds fit the budget, as estimated
     #: after the warm-up; the session then ends with no verdicts. For a session

@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ from torchwise.errors import TorchwiseError
 from torchwise.tune.optim import OptimizerSpec
 
 if TYPE_CHECKING:
+    from torchwise.tune.graphs import GraphedStep
     from torchwise.tune.loader import LoaderSettings, LoaderSource
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -235,11 +235,6 @@ def time_limit(seconds: float | None, what: str) -> Iterator[None]:
 # -- the step ------------------------------------------------------------------
 
 
-def _default_impl(device: torch.device) -> str:
-    # torch.optim picks foreach when every parameter is on CUDA, else the for-loop.
-    return "foreach" if device.type == "cuda" else "for-loop"
-
-
 class TrainingStep:
     """One arm: a private model copy, its optimizer, and a source of batches."""
 
@@ -248,24 +243,55 @@ class TrainingStep:
         self.settings = settings
         self.device = workload.device
         if settings.cuda_graph and settings.grad_scaler:
-            raise TorchwiseError("CUDA graphs cannot capture GradScaler's inf checks")
+            from torchwise.tune.graphs import NotApplicable
+
+            raise NotApplicable(
+                "GradScaler reads its inf check back to the host every step: a CUDA graph "
+                "cannot capture that"
+            )
         self.module = copy_model(workload.model).to(self.device)
         self.module.train()
         if settings.channels_last:
             self.module = self.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self.checkpointed: list[str] = []
         if settings.checkpointing:
             from torchwise.tune.checkpointing import apply_checkpointing
 
-            self.checkpointed = apply_checkpointing(self.module)
+            apply_checkpointing(self.module)
         self.forward_module: Callable[..., Any] = self.module
         if settings.compile:
             self.forward_module = torch.compile(self.module, backend=settings.compile_backend)
         self.optimizer = workload.optimizer.build(self.module.parameters(), **self._impl_kwargs())
-        self.scaler = torch.amp.GradScaler("cuda") if settings.grad_scaler else None
+        self.scaler = self._scaler() if settings.grad_scaler else None
         self.batches = self._batches()
         self.losses: list[torch.Tensor] = []
-        self._graph: _GraphedStep | None = None
+        self._graph: GraphedStep | None = None
+
+    def _scaler(self, init_scale: float = 2.0**16) -> torch.amp.GradScaler:
+        return torch.amp.GradScaler(self.device.type, init_scale=init_scale)
+
+    def calibrate_scaler(self, batch: Batch, max_steps: int = 32) -> tuple[int, float]:
+        """Start GradScaler at the scale its first steps would settle on: (steps skipped, scale).
+
+        GradScaler starts at 2**16 and halves its scale at every step whose
+        gradients overflow, skipping that step: expected behaviour, not a bug. A
+        throwaway copy takes those steps on ``batch``; this arm's scaler then
+        starts at the first scale that did not overflow, so its own steps are all
+        real ones (and the arm's model is untouched by the probe).
+        """
+        assert self.scaler is not None
+        probe = TrainingStep(self.workload, dataclasses.replace(self.settings, cuda_graph=False))
+        assert probe.scaler is not None
+        skipped = 0
+        with probe.scope():
+            for _ in range(max_steps):
+                before = probe.scaler.get_scale()
+                probe.step_on(batch)
+                if probe.scaler.get_scale() >= before:
+                    break
+                skipped += 1
+        scale = before
+        self.scaler = self._scaler(scale)
+        return skipped, scale
 
     def _impl_kwargs(self) -> dict[str, Any]:
         impl, kwargs = self.settings.optimizer_impl, {}
@@ -310,7 +336,13 @@ class TrainingStep:
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.settings.autocast is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=_AUTOCAST_DTYPES[self.settings.autocast])
+        # A captured graph must not reuse autocast's cast cache across replays
+        # (torch.cuda.graphs' documented requirement).
+        return torch.autocast(
+            self.device.type,
+            dtype=_AUTOCAST_DTYPES[self.settings.autocast],
+            cache_enabled=not self.settings.cuda_graph,
+        )
 
     def forward_loss(self, batch: Batch) -> torch.Tensor:
         with self.autocast():
@@ -344,7 +376,9 @@ class TrainingStep:
         """One full training step; returns the loss (detached, not synchronised)."""
         if self.settings.cuda_graph:
             if self._graph is None:
-                self._graph = _GraphedStep(self)
+                from torchwise.tune.graphs import GraphedStep
+
+                self._graph = GraphedStep(self)
             return self._graph.step(self.next_batch())
         batch = self.next_batch()
         self.zero_grad()
@@ -352,6 +386,11 @@ class TrainingStep:
         self.backward(loss)
         self.optimizer_step()
         return loss.detach()
+
+    def release_graph(self) -> None:
+        """Forget a captured CUDA graph: the next steps warm up and capture again (after a
+        correctness check, which captured the step with dropout off)."""
+        self._graph = None
 
     def step_on(self, batch: Batch) -> torch.Tensor:
         """One step on the given host batch (the correctness check feeds every arm the same)."""
@@ -377,49 +416,3 @@ class TrainingStep:
 
 def _pin(t: torch.Tensor) -> torch.Tensor:
     return t.pin_memory() if t.device.type == "cpu" else t
-
-
-class _GraphedStep:
-    """The whole step captured as one CUDA graph and replayed (PyTorch's whole-network recipe).
-
-    Inputs are copied into static tensors that the graph reads; the optimizer must
-    be capturable (``capturable=True`` for Adam/AdamW). Warm-up runs on a side
-    stream, as ``torch.cuda.graphs`` requires, before capture.
-    """
-
-    def __init__(self, owner: TrainingStep) -> None:
-        self.owner = owner
-        first = owner.next_batch()
-        self.static = Batch(*map_tensors((first.args, first.kwargs, first.target), torch.clone))
-        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                owner.zero_grad()
-                owner.backward(owner.forward_loss(self.static))
-                owner.optimizer_step()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        owner.optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
-            self.loss = owner.forward_loss(self.static)
-            owner.backward(self.loss)
-            owner.optimizer_step()
-
-    def step(self, batch: Batch) -> torch.Tensor:
-        for dst, src in zip(
-            tensors_in((self.static.args, self.static.kwargs, self.static.target)),
-            tensors_in((batch.args, batch.kwargs, batch.target)),
-            strict=True,
-        ):
-            dst.copy_(src, non_blocking=True)
-        self.graph.replay()
-        return self.loss.detach()
-
-
-def first_step_seconds(step: TrainingStep, budget_s: float | None) -> float:
-    """Time the first step (where torch.compile compiles), within ``budget_s``."""
-    start = time.perf_counter()
-    with step.scope(), time_limit(budget_s if step.settings.compile else None, "torch.compile"):
-        step.run(1)
-    return time.perf_counter() - start

@@ -11,16 +11,21 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from torchwise.tune import svg
-from torchwise.tune.render_text import (
-    _baseline_lines,
-    _evidence,
-    _loader_lines,
-    _method_lines,
-    _not_recommended_line,
-    _tradeoff_line,
+from torchwise.tune.render import svg
+from torchwise.tune.render.common import (
+    baseline_lines,
+    batch_size_lines,
+    broken_line,
+    code_heading,
+    combined_line,
+    evidence,
+    fmt_gain,
+    loader_lines,
+    lr_lines,
+    method_lines,
+    not_recommended_line,
+    tradeoff_line,
 )
-from torchwise.tune.report import fmt_gain
 
 if TYPE_CHECKING:
     from torchwise.tune.report import TuneReport
@@ -36,6 +41,7 @@ pre.diff .del { color: #a40e26; background: #ffebe9; display: block; }
 pre.diff .hunk { color: #6639ba; display: block; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: .2em 1em .8em; margin: 1em 0; }
 .gain { font-weight: 600; color: #176f2c; }
+.unmeasured { font-weight: normal; color: #555; font-style: italic; }
 table { border-collapse: collapse; } td, th { padding: .25em .7em; border-bottom: 1px solid #eee;
 text-align: left; vertical-align: top; }
 ul.evidence { color: #444; font-size: 13px; }
@@ -171,12 +177,14 @@ def render_html(report: TuneReport) -> str:
         f"optimizer <code>{escape(w['optimizer'])}</code></p>"
     )
     body.append("<h2>Baseline</h2><ul>")
-    body += [f"<li>{escape(line)}</li>" for line in _baseline_lines(report)]
+    body += [f"<li>{escape(line)}</li>" for line in baseline_lines(report)]
     body.append("</ul>" + _phases(report))
     body.append("<h2>Recommendations</h2>")
     recs = report.recommendations
     if not recs:
         body.append("<p>None: no knob made the step significantly faster on this machine.</p>")
+    else:
+        body.append(f'<p class="meta">Code: {escape(code_heading(report))}.</p>')
     for index, (trial, text) in enumerate(zip(recs, report.recommendation_diffs(), strict=True), 1):
         assert trial.comparison is not None
         on_top = f" on top of {' + '.join(trial.on_top_of)}" if trial.on_top_of else ""
@@ -185,30 +193,32 @@ def render_html(report: TuneReport) -> str:
             f'<span class="gain">{escape(fmt_gain(trial.comparison))}</span>'
             f"{escape(on_top)}</h3><p>{escape(trial.knob.why)}</p>"
             '<ul class="evidence">'
-            + "".join(f"<li>{escape(line)}</li>" for line in _evidence(trial).splitlines())
+            + "".join(f"<li>{escape(line)}</li>" for line in evidence(trial).splitlines())
             + "</ul>"
             + _diff(text)
             + "</div>"
         )
     if len(recs) > 1:
-        body.append(
-            f'<div class="card"><h3>All together: <span class="gain">'
-            f"{escape(report.combined_summary())}</span></h3>"
-            + _diff(report.combined_diff())
-            + "</div>"
+        measured, line = combined_line(report)
+        # Only a measured gain gets the result's style; "not measured" is a note.
+        head = (
+            f'All together: <span class="gain">{escape(line)}</span>'
+            if measured
+            else f'Together: <span class="unmeasured">{escape(line)}</span>'
         )
+        body.append(f'<div class="card"><h3>{head}</h3>' + _diff(report.combined_diff()) + "</div>")
     body.append("<h2>Step-time distributions</h2>")
     body += _stage_plots(report)
     rows = [
-        (t.knob.title, _not_recommended_line(t).split(": ", 1)[1]) for t in report.not_recommended()
+        (t.knob.title, not_recommended_line(t).split(": ", 1)[1]) for t in report.not_recommended()
     ]
     rows += [
-        (t.knob.title, "trade-off: " + _tradeoff_line(report, t).split(": ", 1)[1])
+        (t.knob.title, "trade-off: " + tradeoff_line(report, t).split(": ", 1)[1])
         for t in report.tradeoffs()
     ]
     rows += [
-        (t.knob.title, f"{t.status}: {t.error or (t.check.summary() if t.check else '')}")
-        for t in report.broken()
+        (t.knob.title, broken_line(t).split(": ", 1)[1])
+        for t in [*report.broken(), *report.not_applicable()]
     ]
     rows += [(k.title, f"not tried: {reason}") for k, reason in report.skipped]
     if rows:
@@ -218,21 +228,21 @@ def render_html(report: TuneReport) -> str:
     if report.loader_scan is not None:
         body.append("<h2>DataLoader</h2><ul>")
         body += [
-            f"<li>{escape(line.strip())}</li>" for line in _loader_lines(report)[1:] if line.strip()
+            f"<li>{escape(line.strip())}</li>" for line in loader_lines(report)[1:] if line.strip()
         ]
         body.append("</ul>")
         items = [(s.describe(), r.median_s * 1e3) for s, r in report.loader_scan.results.items()]
         body.append(svg.bars(sorted(items, key=lambda item: item[1]), unit="ms/batch"))
     if report.batch_size is not None:
         body.append("<h2>Batch size</h2><ul>")
-        body += [f"<li>{escape(line.strip())}</li>" for line in report.batch_size.text_lines()[1:]]
+        body += [f"<li>{escape(line.strip())}</li>" for line in batch_size_lines(report.batch_size)]
         body.append("</ul>" + _batch_size_plot(report))
     if report.lr is not None:
         body.append("<h2>Learning rate</h2><ul>")
-        body += [f"<li>{escape(line.strip())}</li>" for line in report.lr.text_lines()[1:]]
+        body += [f"<li>{escape(line.strip())}</li>" for line in lr_lines(report.lr)[1:]]
         body.append("</ul>" + _lr_plot(report))
     body.append("<h2>Method</h2>")
-    body += [f"<p>{escape(line.strip())}</p>" for line in _method_lines(report)[1:]]
+    body += [f"<p>{escape(line.strip())}</p>" for line in method_lines(report)[1:]]
     title = escape(f"torchwise tune: {report.name}")
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
