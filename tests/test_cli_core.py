@@ -109,11 +109,14 @@ def test_model_commands_say_they_need_torch(command: list[str], tmp_path: Path) 
     (tmp_path / "model.py").write_text("import torch\n")
     result = without_torch(*command, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines()[0] == (
+    first, hint = result.stderr.splitlines()
+    assert first == (
         f"error: torchwise {command[0]} needs PyTorch, which is not installed: "
         "pip install torch (or pip install 'torchwise[torch]')"
     )
-    assert "internal error" not in result.stderr
+    # what the default install costs, and the one that really is CPU-only
+    assert hint.startswith("hint: on Linux, pip's default torch is the CUDA build"), hint
+    assert hint.endswith("pip install torch --index-url https://download.pytorch.org/whl/cpu")
 
 
 def test_light_commands_work_without_torch(tmp_path: Path) -> None:

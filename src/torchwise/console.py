@@ -12,7 +12,8 @@ Every command shares one behaviour, set by :func:`torchwise.commands._common.out
   ``NO_COLOR`` and ``FORCE_COLOR`` conventions apply (https://no-color.org/),
   then whether the stream is a terminal; a report written to a file is never
   coloured under ``auto``;
-- torch's own log messages (FakeTensor fallbacks, dynamo) are hidden while a
+- torch's own log messages (FakeTensor fallbacks, dynamo) and the warnings it
+  prints while it is imported (``Failed to initialize NumPy``) are hidden while a
   command runs, unless ``--verbose``.
 """
 
@@ -202,11 +203,14 @@ class Console:
 
     @contextlib.contextmanager
     def torch_logs(self) -> Iterator[None]:
-        """Hide torch's log records while the block runs, unless ``--verbose``."""
+        """Hide torch's log records and import warnings while the block runs, unless
+        ``--verbose``."""
+        from torchwise.deps import quiet_torch_warnings
+
         if self.verbose:
             yield
             return
-        with silence_torch_logs():
+        with silence_torch_logs(), quiet_torch_warnings():
             yield
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise import __version__
+from torchwise.deps import TORCH_INSTALL_HINT, install_hint
 from torchwise.errors import TorchwiseError
 from torchwise.project import evidence
 from torchwise.project.environment import torch_importable
@@ -154,7 +155,7 @@ def audit_project(
     if options.import_models and not build:
         report.notes.append(
             "models not built: PyTorch is not installed where torchwise runs "
-            "(pip install torch, or pip install 'torchwise[torch]')"
+            f"({install_hint('torch')}; {TORCH_INSTALL_HINT})"
         )
     if plan is not None:
         plan(int(options.review) + len(scan.files.checkpoints) * options.checkpoints + len(chosen))
