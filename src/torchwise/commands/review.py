@@ -91,6 +91,7 @@ def review(
     \b
     Exit codes: 0 no problems, 1 problems found (with --diff: something to fix),
     2 error (a missing path, a bad option or config, no Python files).
+    -q prints the findings and nothing else (no summary, no notes).
     Examples:
       torchwise review src/ --format sarif -o review.sarif
       torchwise review train.py --fix
@@ -217,7 +218,11 @@ def _print_report(
     from torchwise.review.output import RenderOptions, render
 
     color = console.color_stdout and fmt == "text"
-    console.emit(render(report, fmt, RenderOptions(color=color, models=models)))
+    # -q: the findings and nothing else (as ruff's -q): no per-code summary, no totals.
+    options = RenderOptions(color=color, models=models, statistics=not console.quiet)
+    text = render(report, fmt, options)
+    if text or not console.quiet:
+        console.emit(text)
 
 
 def _print_diff(report: ReviewReport, console: Console) -> None:

@@ -134,7 +134,7 @@ def diagnose_model(
     resolved = _resolve(target, inputs, init_kwargs, config, "cpu")
     parts = []
     for index, check_id in enumerate(selected, 1):
-        progress(index, len(selected) + 1, f"{check_id}")
+        progress(index, len(selected) + 1, f"doctor check {check_id}")
         report = check(
             resolved.model,
             resolved.args,

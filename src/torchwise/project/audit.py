@@ -148,6 +148,12 @@ def audit_project(
     timings: dict[str, float] = {}
     with _timed(timings, "knowledge"):
         scan = scan_project(root, probe_devices=options.probe_devices)
+    if not scan.files.python and not scan.files.notebooks:
+        # as review: an audit of no code is a wrong path, not a clean project
+        hint = "give the project's root (its .py and .ipynb files)"
+        if scan.files.checkpoints:
+            hint += "; for its checkpoints alone: torchwise ckpt scan"
+        raise TorchwiseError(f"no Python files found in {root}", hint=hint)
     report = ProjectReport(torchwise_version=__version__, knowledge=scan.knowledge)
     build = options.import_models and torch_importable()
     chosen, notes = models_to_build(scan, options.max_models) if build else ([], [])
