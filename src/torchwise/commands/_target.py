@@ -141,7 +141,7 @@ def target_options(command: F) -> F:
         click.option(
             "--config",
             "config_start",
-            type=click.Path(path_type=Path),
+            type=click.Path(exists=True, path_type=Path),
             default=None,
             help="Where to look for pyproject.toml (default: the current directory).",
         ),
