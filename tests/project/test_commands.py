@@ -187,3 +187,21 @@ def test_a_notebook_cell_that_runs_a_script(tmp_path: Path) -> None:
     train = found["python train.py --epochs 3"]
     assert train.source == "notebooks/run.ipynb:cell 1:1" and train.cwd == "notebooks"
     assert found["python evaluate.py --ckpt best.pt"].purpose == "evaluate"
+
+
+def test_converting_weights_and_downloading_prepare(tmp_path: Path) -> None:
+    # stylegan2's convert_weight.py turns the official weights into a PyTorch checkpoint;
+    # faster-rcnn's README downloads VOC with wget.
+    write(
+        tmp_path,
+        {
+            "README.md": "```bash\npython convert_weight.py --repo ~/stylegan2 f.pkl\n"
+            "python export_onnx.py --convert\nwget http://example.org/VOCtrainval.tar\n```\n",
+            "convert_weight.py": "import torch\n",
+            "export_onnx.py": "import torch\n",
+        },
+    )
+    found = commands(tmp_path)
+    assert found["python convert_weight.py --repo ~/stylegan2 f.pkl"].purpose == "prepare"
+    assert found["python export_onnx.py --convert"].purpose == "export"
+    assert found["wget http://example.org/VOCtrainval.tar"].purpose == "prepare"

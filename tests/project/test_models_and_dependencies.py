@@ -176,3 +176,27 @@ def test_dependencies_from_every_import(tmp_path: Path) -> None:
     # the standard library and the project's own modules are not dependencies
     assert not {"os", "json", "utils", "models"} & set(packages)
     assert list(packages)[:2] == ["torch", "pytorch-lightning"]  # known roles first
+
+
+def test_deployment_manifests_are_not_config_dirs(tmp_path: Path) -> None:
+    # deepspeech.pytorch's kubernetes/data holds Kubernetes manifests
+    manifest = "apiVersion: v1\nkind: PersistentVolume\n"
+    files = {f"kubernetes/data/{name}.yaml": manifest for name in ("a", "b", "c")}
+    files.update({f"configs/{name}.yaml": "lr: 0.1\n" for name in ("an4", "ted", "libri")})
+    files["train.py"] = "import torch\n"
+    layout = know(write(tmp_path, files)).layout
+    assert layout.config_dirs == ["configs"]
+
+
+def test_what_a_failed_build_needs_names_the_package_to_install() -> None:
+    from torchwise.project.audit import needs_for
+    from torchwise.project.schema import BuildPlan, ModuleClass
+
+    module = ModuleClass(name="PNetLin", path="lpips/nets.py", line=1, bases=[], top_level=True,
+                         build=BuildPlan(how="default"))  # fmt: skip
+    said = needs_for(module, "importing lpips/nets.py raised: No module named 'skimage'")
+    assert said == (
+        "scikit-image, which is not installed where torchwise runs: pip install scikit-image"
+    )
+    inputs = needs_for(module, "could not infer the input from the first layer")
+    assert inputs.startswith("its inputs: give them as `inputs` in [tool.torchwise.models.pnetlin]")

@@ -21,7 +21,7 @@ from torchwise import __version__
 from torchwise.deps import TORCH_INSTALL_HINT, install_hint
 from torchwise.errors import TorchwiseError
 from torchwise.project import evidence
-from torchwise.project.environment import torch_importable
+from torchwise.project.environment import distribution, torch_importable
 from torchwise.project.isolation import run_isolated
 from torchwise.project.knowledge import ProjectScan, scan_project
 from torchwise.project.measure import ModelTask, audit_model
@@ -211,7 +211,7 @@ def needs_for(module: ModuleClass, error: str) -> str:
     configure = f"[tool.torchwise.models.{module.name.lower()}] in pyproject.toml"
     missing = _MISSING_MODULE.search(error)
     if missing:
-        package = missing.group(1).split(".")[0]
+        package = distribution(missing.group(1).split(".")[0])  # skimage is scikit-image
         return f"{package}, which is not installed where torchwise runs: pip install {package}"
     if "took longer than" in error:
         return f"more time or a smaller size: --model-timeout, or a small config in {configure}"

@@ -45,13 +45,16 @@ _PURPOSES: tuple[tuple[Purpose, re.Pattern[str]], ...] = (
     ),
     (
         "export",
-        re.compile(r"\b(export|onnx|torchscript|jit|trace|convert|quantiz\w*)\b|export\w*\.py"),
+        re.compile(r"\b(export|onnx|torchscript|jit|trace|quantiz\w*)\b|export\w*\.py"),
     ),
     (
+        # converting someone's weights into the project's format prepares them (stylegan2's
+        # convert_weight.py); converting to ONNX or TorchScript is an export, checked first
         "prepare",
         re.compile(
-            r"\b(prepare|preprocess\w*|download\w*|lmdb|tokeniz\w*|make_dataset|build_dataset)\b"
-            r"|(prepare|preprocess|download)\w*\.(py|sh)|\bcreate\b.*\bdatasets?\b"
+            r"\b(prepare|preprocess\w*|download\w*|convert\w*|lmdb|tokeniz\w*|make_dataset"
+            r"|build_dataset|wget|gdown)\b"
+            r"|(prepare|preprocess|download|convert)\w*\.(py|sh)|\bcreate\b.*\bdatasets?\b"
         ),
     ),
     (
@@ -77,7 +80,8 @@ MAX_README_DEPTH = 2
 #: A shell line worth reporting starts with one of these programs.
 _RUNNERS = re.compile(
     r"^(python[0-9.]*|torchrun|accelerate|deepspeed|pytest|make|bash|sh|\./\S+\.sh|lightning|"
-    r"uv run|poetry run|pdm run|hatch run|tox|nox|jupyter|torchwise|[\w-]+\.py)\b"
+    r"uv run|poetry run|pdm run|hatch run|tox|nox|jupyter|torchwise|[\w-]+\.py"
+    r"|wget|gdown)\b"  # the downloads a README tells to run first
 )
 #: A test script given a trained model evaluates it (CRAFT's ``test.py --trained_model``).
 _GIVEN_A_MODEL = re.compile(r"(model|weight|ckpt|checkpoint|pretrained|resume)\w*[= ]|\.pth?\b")

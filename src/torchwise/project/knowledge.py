@@ -17,6 +17,7 @@ from torchwise.config import load_config
 from torchwise.errors import TorchwiseError
 from torchwise.project import environment
 from torchwise.project.command_sources import find_commands
+from torchwise.project.commands import script_of
 from torchwise.project.files import ProjectFiles, read_text, walk
 from torchwise.project.modules import find_modules
 from torchwise.project.notebooks import MAX_NOTEBOOK_BYTES, NotebookCode, read_notebook
@@ -93,7 +94,9 @@ def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[Modu
         and any(c.startswith(d + "/") for c in config_files)
     }
     yaml_dirs = Counter(
-        _parent(c) for c in files.configs if c.endswith((".yaml", ".yml")) and not c.startswith(".")
+        _parent(c)
+        for c in files.configs
+        if c.endswith((".yaml", ".yml")) and not c.startswith(".") and not _manifest(files, c)
     )
     config_dirs |= {d for d, n in yaml_dirs.items() if n >= 3}
     config_dirs = {d for d in config_dirs if not any(d.startswith(o + "/") for o in config_dirs)}
@@ -122,6 +125,12 @@ def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[Modu
         test_dirs=test_dirs[:_LIST_CAP],
         notebooks=files.notebooks[:_LIST_CAP],
     )
+
+
+def _manifest(files: ProjectFiles, relative: str) -> bool:
+    """A deployment manifest (Kubernetes, Docker Compose), not a configuration of the code."""
+    text = read_text(files.path(relative), limit=200_000) or ""
+    return bool(re.search(r"^(apiVersion|services):", text, re.M))
 
 
 def _is_test(path: str) -> bool:
@@ -224,6 +233,14 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
     triggers = _triggers(
         {p.name: p.declared_in for p in packages}, {**facts, **notebook_facts}, files, modules
     )
+    layout = _layout(files, facts, modules)
+    # a script the project documents as its training run is a training script, even when
+    # it only calls the code that trains (deepspeech.pytorch's train.py, a Hydra entry)
+    for command in commands:
+        script = script_of(command.command) if command.purpose == "train" else None
+        path = str(PurePosixPath(command.cwd) / script) if script else None
+        if path and path in facts and path not in layout.training_scripts:
+            layout.training_scripts.append(path)
     knowledge = ProjectKnowledge(
         root=str(root),
         name=_project_name(root),
@@ -232,7 +249,7 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
         python=python,
         stack=packages,
         torch=torch,
-        layout=_layout(files, facts, modules),
+        layout=layout,
         commands=commands,
         modules=modules,
         checkpoints=files.checkpoints,

@@ -246,13 +246,16 @@ def find_modules(
             if kind is not None:
                 found.append((located, kind))
     # A class used inside another module class is a part of it (a block, a layer), unless
-    # the user is a LightningModule: that wraps the model, which stays the model. So is a
-    # class a factory passes to the model it returns (a block type).
+    # the user is a LightningModule that uses just one: that wraps the model, which stays
+    # the model (a LightningModule that builds several is the model, and they its parts,
+    # as deepspeech.pytorch's DeepSpeech). So is a class a factory passes to the model it
+    # returns (a block type).
     names = {located.facts.name for located, _ in found}
     used: set[tuple[str, str]] = set()
     for located, kind in found:
-        if kind != "lightning":
-            used |= _referenced(index, located.path, located.facts.references, names)
+        parts = _referenced(index, located.path, located.facts.references, names)
+        if kind != "lightning" or len({name for _, name in parts}) >= 2:
+            used |= parts
     for facts in files:
         for function in facts.functions:
             if function.returns & names:
