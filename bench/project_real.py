@@ -69,6 +69,12 @@ JUDGED = [
     "rosinality+stylegan2-pytorch",
     "SeanNaren+deepspeech.pytorch",
 ]
+#: Judged only once the code was final, with no change after (an out-of-sample check).
+HELD_OUT = [
+    "HobbitLong+SupContrast",
+    "LeeJunHyun+Image_Segmentation",
+    "xinntao+ESRGAN",
+]
 LABELS = Path(__file__).with_name("project_facts.csv")
 
 

@@ -205,3 +205,15 @@ def test_converting_weights_and_downloading_prepare(tmp_path: Path) -> None:
     assert found["python convert_weight.py --repo ~/stylegan2 f.pkl"].purpose == "prepare"
     assert found["python export_onnx.py --convert"].purpose == "export"
     assert found["wget http://example.org/VOCtrainval.tar"].purpose == "prepare"
+
+
+def test_a_script_is_for_what_the_scripts_it_runs_do(tmp_path: Path) -> None:
+    # LeeJunHyun/Image_Segmentation: UNet.sh loops over `python3 main.py --model_type=$a`.
+    write(
+        tmp_path,
+        {
+            "UNet.sh": "for ((i=0;i<100;i++));do\n\ta='U_Net'\n\tpython3 main.py --model_type=$a\n",
+            "main.py": "from solver import Solver\nSolver().train()\n" + TRAINS,
+        },
+    )
+    assert commands(tmp_path)["bash UNet.sh"].purpose == "train"

@@ -117,8 +117,9 @@ def from_ci(collector: Collector, path: Path, relative: str) -> None:
             collector.add(command, Context(f"{relative}:{at}"))
 
 
-def from_shell_script(path: Path, relative: str) -> ProjectCommand | None:
-    """``bash PATH``, for what its name or the commands it runs say, described by them."""
+def from_shell_script(collector: Collector, path: Path, relative: str) -> ProjectCommand | None:
+    """``bash PATH``, for what its name or the commands it runs say (and what their scripts
+    do: LeeJunHyun's UNet.sh runs ``python3 main.py``, which trains), described by them."""
     text = read_text(path) or ""
     inner = [
         command
@@ -128,8 +129,7 @@ def from_shell_script(path: Path, relative: str) -> ProjectCommand | None:
     name = relative.rsplit("/", 1)[-1].removesuffix(".sh").replace("_", " ").replace("-", " ")
     purpose = purpose_of(name)
     for command in inner:
-        script = script_of(command)
-        purpose = purpose or (purpose_of(script) if script else None) or purpose_of(command)
+        purpose = purpose or collector.purpose_for(command)  # run from the root: bash PATH
     if purpose is None and not inner:
         return None
     description = None
@@ -189,7 +189,7 @@ def find_commands(
         elif name == "pyproject.toml" and depth == 0:
             first.extend(from_pyproject_scripts(path, relative))
         elif name.endswith(".sh") and depth <= 1:
-            script = from_shell_script(path, relative)
+            script = from_shell_script(collector, path, relative)
             if script is not None:
                 first.append(script)
     for relative in ordered:

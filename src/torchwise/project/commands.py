@@ -186,6 +186,13 @@ class Collector:
             )
         )
 
+    def purpose_for(self, command: str, cwd: str = ".") -> Purpose | None:
+        """What ``command`` is for, by the script it runs and what that script does."""
+        cwd, command = self._cwd(command, cwd)
+        script = script_of(command)
+        located = self._locate(script, cwd) if script else None
+        return self._purpose(command, script, (), located or cwd)
+
     def knows(self, script: str, cwd: str) -> bool:
         """Whether ``script`` (as written in ``cwd``'s docs) is one of the project's files."""
         return self._locate(script, cwd) is not None

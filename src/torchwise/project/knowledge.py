@@ -80,7 +80,9 @@ def _parent(relative: str) -> str:
 
 
 def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[ModuleClass]) -> Layout:
-    model_dirs = Counter(_parent(m.path) for m in modules if not m.path.endswith(".ipynb"))
+    model_dirs = Counter(
+        _parent(m.path) for m in modules if not m.path.endswith(".ipynb") and m.kind != "loss"
+    )
     checkpoint_dirs = {_parent(p) for p in files.checkpoints}
     checkpoint_dirs |= {d for d in files.dirs if d.rsplit("/", 1)[-1] in _CHECKPOINT_DIR_NAMES}
     # A dir named for configs that holds config files (YAML, JSON, TOML, or Python
@@ -217,10 +219,12 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
     )
     torch = environment.torch_runtime(packages, installed_where, probe=probe_devices)
     everything = [*files.python, *files.configs, *files.other]
+    layout = _layout(files, facts, modules)
     commands = find_commands(
         root,
         everything,
-        trains=frozenset(path for path, fact in facts.items() if fact.trains),
+        # what trains: the training scripts of the layout (a main.py that calls a Solver)
+        trains=frozenset(layout.training_scripts) | {p for p, f in facts.items() if f.trains},
         downloads=frozenset(path for path, fact in facts.items() if fact.downloads),
         notebook_shell={path: code.shell for path, code in notebooks.items() if code.shell},
     )
@@ -233,7 +237,6 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
     triggers = _triggers(
         {p.name: p.declared_in for p in packages}, {**facts, **notebook_facts}, files, modules
     )
-    layout = _layout(files, facts, modules)
     # a script the project documents as its training run is a training script, even when
     # it only calls the code that trains (deepspeech.pytorch's train.py, a Hydra entry)
     for command in commands:
