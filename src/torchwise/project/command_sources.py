@@ -43,17 +43,29 @@ def _directory(relative: str) -> str:
     return str(PurePosixPath(relative).parent)
 
 
+def _sentence_with(text: str, span: str) -> str:
+    """The sentence of ``text`` that contains the inline command ``span``, without it:
+    "... that runs on the CPU with no downloads (`python train.py --epochs 1`)."."""
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        if f"`{span}`" in sentence:
+            sentence = re.sub(r"\(?`" + re.escape(span) + r"`\)?", "", sentence)
+            return " ".join(sentence.split()).rstrip(" .,;:")
+    return ""
+
+
 def from_markdown(collector: Collector, path: Path, relative: str) -> None:
     """Commands in a README: shell code blocks, one-line fences, ``> python x.py`` quotes,
     indented ``python x.py`` lines and inline spans; run from the README's directory."""
     text = read_text(path) or ""
     cwd = _directory(relative)
     heading = ""
-    prose = ""  # the last line of text before a block: "First create lmdb datasets:"
+    paragraph: list[str] = []  # the text before a block: "First create lmdb datasets:"
+    previous: list[str] = []  # the paragraph before a blank line, until other text comes
     in_block = shell = False
     block: list[tuple[int, str]] = []
     opened_after = ""
     for number, line in enumerate(text.splitlines(), 1):
+        prose = " ".join(paragraph or previous)
         fence = _FENCE.match(line)
         one_line = _ONE_LINE_FENCE.match(line) if not in_block else None
         if one_line is not None:  # ```python train.py```
@@ -69,25 +81,28 @@ def from_markdown(collector: Collector, path: Path, relative: str) -> None:
                     around: tuple[str, ...] = (comment, opened_after, heading)
                     collector.add(command, Context(f"{relative}:{at}", cwd, around))
             in_block = False
-            prose = ""
+            paragraph, previous = [], []
         elif in_block:
             block.append((number, line))
         elif (title := _HEADING.match(line)) is not None:
-            heading, prose = title.group(1), ""
+            heading, paragraph, previous = title.group(1), [], []
         elif (quoted := _QUOTED.match(line)) is not None:
             collector.add(quoted.group(1), Context(f"{relative}:{number}", cwd, (prose, heading)))
         elif line.startswith("    ") and line.strip().startswith(("python ", "torchrun ")):
             command = " ".join(line.split())
             collector.add(command, Context(f"{relative}:{number}", cwd, (prose, heading)))
+        elif not line.strip():
+            previous, paragraph = paragraph or previous, []
         else:
+            paragraph.append(line.strip())
+            said = " ".join(paragraph)
             for span in _INLINE_RUN.findall(line):
-                collector.add(" ".join(span.split()), Context(f"{relative}:{number}", cwd, (line,)))
+                words = (_sentence_with(said, span), heading)
+                collector.add(" ".join(span.split()), Context(f"{relative}:{number}", cwd, words))
             for script in _INLINE_SCRIPT.findall(line):
                 if collector.knows(script, cwd):  # only a script the project has
-                    words = (line, heading)
+                    words = (_sentence_with(said, script) or line, heading)
                     collector.add(f"python {script}", Context(f"{relative}:{number}", cwd, words))
-            if line.strip():
-                prose = line.strip()
 
 
 def from_ci(collector: Collector, path: Path, relative: str) -> None:

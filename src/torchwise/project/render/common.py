@@ -57,6 +57,8 @@ def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
     if plan.status == "built":
         fed = f", fed {', '.join(code(s) for s in plan.inputs)}" if plan.inputs else ""
         return f"built with {recipe}{fed}"
+    if plan.how == "configured":
+        return f"not tried: {recipe}"
     return f"not tried: would build with {recipe}"
 
 
