@@ -5,25 +5,17 @@ seen in real repositories (named in the comments), written for the test."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
-from torchwise.project.knowledge import gather_knowledge
+from trees import know, write
+
 from torchwise.project.schema import ProjectCommand
 
 TRAINS = "import torch\nfor x in []:\n    loss = x\n    loss.backward()\n    opt.step()\n"
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
-
-
 def commands(root: Path) -> dict[str, ProjectCommand]:
-    return {c.command: c for c in gather_knowledge(root, probe_devices=False).commands}
+    return {c.command: c for c in know(root).commands}
 
 
 def test_quoted_commands_and_what_introduces_them(tmp_path: Path) -> None:
@@ -90,7 +82,7 @@ def test_cd_in_a_block_and_readmes_in_subdirectories_set_the_directory(tmp_path:
             "examples/vae/main.py": TRAINS,
         },
     )
-    found = [c for c in gather_knowledge(tmp_path, probe_devices=False).commands]
+    found = know(tmp_path).commands
     where = {(c.command, c.cwd) for c in found}
     assert ("python main.py --epochs 1", "examples/mnist") in where
     assert ("python main.py --epochs 10", "examples/vae") in where

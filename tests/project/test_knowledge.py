@@ -6,25 +6,12 @@ none of their code is ever imported: knowledge is static.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from trees import know, write
 
-from torchwise.project.knowledge import gather_knowledge
 from torchwise.project.schema import ModuleClass, ProjectKnowledge
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
-
-
-def know(root: Path) -> ProjectKnowledge:
-    return gather_knowledge(root, probe_devices=False)
 
 
 def by_name(k: ProjectKnowledge) -> dict[str, ModuleClass]:

@@ -5,23 +5,11 @@ Each project is a minimal reproduction written for the test; nothing is imported
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
-from torchwise.project.knowledge import gather_knowledge
+from trees import know, write
+
 from torchwise.project.schema import ModuleClass, Package, ProjectKnowledge
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
-
-
-def know(root: Path) -> ProjectKnowledge:
-    return gather_knowledge(root, probe_devices=False)
 
 
 def modules(k: ProjectKnowledge) -> dict[str, ModuleClass]:
