@@ -16,11 +16,11 @@ from torchwise.project.commands import (
     MAX_README_DEPTH,
     Collector,
     Context,
-    _shell_lines,
     from_makefile,
     from_pyproject_scripts,
     purpose_of,
     script_of,
+    shell_lines,
 )
 from torchwise.project.files import read_text
 from torchwise.project.schema import ProjectCommand
@@ -77,7 +77,7 @@ def from_markdown(collector: Collector, path: Path, relative: str) -> None:
             opened_after = prose
         elif fence:
             if shell:
-                for at, command, comment in _shell_lines(block):
+                for at, command, comment in shell_lines(block):
                     around: tuple[str, ...] = (comment, opened_after, heading)
                     collector.add(command, Context(f"{relative}:{at}", cwd, around))
             in_block = False
@@ -118,7 +118,7 @@ def from_ci(collector: Collector, path: Path, relative: str) -> None:
             continue
         indent, value = len(match.group(1)), match.group(3).strip()
         if value and value[0] not in "|>":
-            for at, command, _ in _shell_lines([(index, value.strip("'\""))]):
+            for at, command, _ in shell_lines([(index, value.strip("'\""))]):
                 collector.add(command, Context(f"{relative}:{at}"))
             continue
         block: list[tuple[int, str]] = []
@@ -128,7 +128,7 @@ def from_ci(collector: Collector, path: Path, relative: str) -> None:
             text_line = lines[index].strip()
             block.append((index + 1, text_line[2:] if text_line.startswith("- ") else text_line))
             index += 1
-        for at, command, _ in _shell_lines(block):
+        for at, command, _ in shell_lines(block):
             collector.add(command, Context(f"{relative}:{at}"))
 
 
@@ -138,7 +138,7 @@ def from_shell_script(collector: Collector, path: Path, relative: str) -> Projec
     text = read_text(path) or ""
     inner = [
         command
-        for _, command, _ in _shell_lines(list(enumerate(text.splitlines(), 1)))
+        for _, command, _ in shell_lines(list(enumerate(text.splitlines(), 1)))
         if re.match(r"(cd \S+ && )?(python[0-9.]*|torchrun|accelerate|deepspeed)\b", command)
     ]
     name = relative.rsplit("/", 1)[-1].removesuffix(".sh").replace("_", " ").replace("-", " ")

@@ -261,7 +261,7 @@ def _clean(text: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
+def shell_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
     """Join backslash continuations and drop prompts; keep the first line's number and
     the comment right above the command (``# Start training with:`` says what a bare
     ``python main.py`` is for). A ``cd DIR`` line applies to the commands after it."""
