@@ -9,6 +9,19 @@ forkserver's children, so their CPU time never reaches this process).
 
     python bench/project_real.py                       # the default list
     python bench/project_real.py karpathy+nanoGPT --max-models 4
+    python bench/project_real.py --judge               # facts judged against labels
+
+``--judge`` runs the repositories of :data:`JUDGED` (none used before issue 26), each
+static and with its models built (doctor off), and scores every fact the knowledge
+states against ``bench/project_facts.csv``, written by reading each repository: a
+fact labelled ``right`` or ``wrong`` counts as such; every fact labelled ``right`` or
+``expected`` (one the knowledge should state) that a report does not state is
+``missing``; a stated fact without a label is printed as ``unjudged`` (label it).
+``--score DIR`` scores the JSON reports kept in DIR (``--out`` of an earlier run, or
+``torchwise project --format json`` reports named ``NAME.json``) without running.
+Facts: commands (purpose, directory, command), dependencies, the declared torch,
+layout entries, top-level models, and each build the full run tried (built, or what
+it says it needs).
 
 Repositories whose files are missing from the mirror (large files kept out of
 the snapshot) are unpacked file by file, skipping what is absent.
@@ -17,6 +30,7 @@ the snapshot) are unpacked file by file, skipping what is absent.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import resource
 import subprocess
@@ -38,6 +52,131 @@ DEFAULT = [
     "tloen+alpaca-lora",
     "huggingface+pytorch-image-models",
 ]
+
+
+#: Judged fact by fact (issue 26); commits in docs/benchmarks.md.
+JUDGED = [
+    "karpathy+makemore",
+    "bentrevett+pytorch-seq2seq",
+    "mateuszbuda+brain-segmentation-pytorch",
+    "princeton-vl+RAFT",
+    "Lightning-AI+deep-learning-project-template",
+    "zalandoresearch+pytorch-vq-vae",
+    "clovaai+CRAFT-pytorch",
+    "chenyuntc+simple-faster-rcnn-pytorch",
+    "hkproj+pytorch-transformer",
+    "tkipf+pygcn",
+    "rosinality+stylegan2-pytorch",
+    "SeanNaren+deepspeech.pytorch",
+]
+#: Judged only once the code was final, with no change after (an out-of-sample check).
+HELD_OUT = [
+    "HobbitLong+SupContrast",
+    "LeeJunHyun+Image_Segmentation",
+    "xinntao+ESRGAN",
+]
+LABELS = Path(__file__).with_name("project_facts.csv")
+
+
+def facts(report: dict) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    """Every fact a report states, as (kind, key) with the key the labels use."""
+    k = report["knowledge"]
+    found = [("torch", f"declared {k['torch']['declared']}")] if k["torch"]["declared"] else []
+    found += [("dependency", p["name"]) for p in k["stack"]]
+    found += [
+        ("command", f"{c['purpose']} | {c.get('cwd', '.')} | {c['command']}") for c in k["commands"]
+    ]
+    for field in ("model_dirs", "checkpoint_dirs", "training_scripts", "config_dirs", "test_dirs"):
+        found += [("layout", f"{field} | {value}") for value in k["layout"][field]]
+    for m in k["modules"]:
+        if m["top_level"]:
+            found.append(("model", f"{m['path']}:{m['name']}"))
+            plan = m["build"]
+            if plan.get("status") == "built":
+                found.append(("build", f"{m['path']}:{m['name']} | built"))
+            elif plan.get("status") == "failed":
+                found.append(("build", f"{m['path']}:{m['name']} | needs {plan['needs']}"))
+    return found
+
+
+def load_labels() -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
+    labels: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
+    if LABELS.exists():
+        with LABELS.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                key = (row["kind"], row["fact"])
+                labels.setdefault(row["repository"], {})[key] = (row["verdict"], row["note"])
+    return labels
+
+
+def judge(name: str, report: dict, labels: dict) -> dict[str, list[str]]:  # type: ignore[type-arg]
+    """right / wrong / missing / unjudged facts of one repository's report."""
+    mine = labels.get(name.replace("+", "/"), {})
+    stated = facts(report)
+    verdicts: dict[str, list[str]] = {"right": [], "wrong": [], "missing": [], "unjudged": []}
+    for kind, key in stated:
+        verdict = mine.get((kind, key), ("unjudged", ""))[0]
+        verdict = "right" if verdict == "expected" else verdict
+        verdicts.setdefault(verdict, []).append(f"{kind}: {key}")
+    stated_keys = set(stated)
+    built = any(kind == "build" for kind, _ in stated)
+    for (kind, key), (verdict, _) in mine.items():
+        # the truth: every fact labelled right or expected (builds only when some were tried)
+        truth = verdict in ("right", "expected") and (built or kind != "build")
+        if truth and (kind, key) not in stated_keys:
+            verdicts["missing"].append(f"{kind}: {key}")
+    return verdicts
+
+
+def run_judged(args: argparse.Namespace) -> None:
+    labels = load_labels()
+    totals: dict[str, int] = {}
+    print("| repository | commit | facts stated | right | wrong | missing | unjudged |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    details = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.repos or JUDGED:
+            root = unpack(name, Path(tmp))
+            commit = subprocess.run(
+                ["git", f"--git-dir={git_dir(name)}", "rev-parse", "HEAD"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()[:10]  # fmt: skip
+            extra = ["--max-models", args.max_models, "--model-timeout", args.model_timeout]
+            report, _, _ = audit(root, "--doctor", "off", "--no-review", *extra)
+            if args.out:
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / f"{root.name}.judged.json").write_text(json.dumps(report))
+            verdicts = judge(name, report, labels)
+            for kind, items in verdicts.items():
+                totals[kind] = totals.get(kind, 0) + len(items)
+            stated = len(verdicts["right"]) + len(verdicts["wrong"]) + len(verdicts["unjudged"])
+            print(
+                f"| {name.replace('+', '/')} | {commit} | {stated} | {len(verdicts['right'])} | "
+                f"{len(verdicts['wrong'])} | {len(verdicts['missing'])} | "
+                f"{len(verdicts['unjudged'])} |",
+                flush=True,
+            )
+            details.append((name, verdicts))
+    print(f"\ntotal: {totals}")
+    for name, verdicts in details:
+        for kind in ("wrong", "missing", "unjudged"):
+            for item in verdicts[kind]:
+                print(f"{kind:9} {name.replace('+', '/')}: {item}")
+
+
+def score_kept(directory: Path, names: list[str]) -> None:
+    labels = load_labels()
+    totals: dict[str, int] = {}
+    for name in names:
+        short = name.split("+", 1)[1]
+        found = [directory / f"{short}.judged.json", directory / f"{short}.json"]
+        path = next(p for p in found if p.exists())
+        verdicts = judge(name, json.loads(path.read_text()), labels)
+        counts = {kind: len(items) for kind, items in verdicts.items()}
+        print(name.replace("+", "/"), counts)
+        for kind, count in counts.items():
+            totals[kind] = totals.get(kind, 0) + count
+    print(f"total: {totals}")
 
 
 def git_dir(name: str) -> Path:
@@ -103,12 +242,20 @@ def summary(name: str, static: dict, full: dict | None, times: list[float]) -> s
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("repos", nargs="*", default=DEFAULT)
+    parser.add_argument("repos", nargs="*")
     parser.add_argument("--max-models", default="4")
     parser.add_argument("--model-timeout", default="300")
     parser.add_argument("--static-only", action="store_true")
     parser.add_argument("--out", type=Path, help="keep the JSON reports here")
+    parser.add_argument("--judge", action="store_true", help="score facts against the labels")
+    parser.add_argument("--score", type=Path, help="score the reports kept in this directory")
     args = parser.parse_args()
+    if args.score:
+        score_kept(args.score, args.repos or JUDGED)
+        return
+    if args.judge:
+        run_judged(args)
+        return
     print(
         "| repository | .py files | modules (top-level) | buildable | commands "
         "| review errors/warnings | static s wall (CPU) | built/measured/doctored "
@@ -116,7 +263,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.repos:
+        for name in args.repos or DEFAULT:
             root = unpack(name, Path(tmp))
             static, wall_s, cpu_s = audit(root, "--no-import")
             full, times = None, [wall_s, cpu_s]

@@ -109,11 +109,14 @@ def test_model_commands_say_they_need_torch(command: list[str], tmp_path: Path) 
     (tmp_path / "model.py").write_text("import torch\n")
     result = without_torch(*command, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines()[0] == (
+    first, hint = result.stderr.splitlines()
+    assert first == (
         f"error: torchwise {command[0]} needs PyTorch, which is not installed: "
         "pip install torch (or pip install 'torchwise[torch]')"
     )
-    assert "internal error" not in result.stderr
+    # what the default install costs, and the one that really is CPU-only
+    assert hint.startswith("hint: on Linux, pip's default torch is the CUDA build"), hint
+    assert hint.endswith("pip install torch --index-url https://download.pytorch.org/whl/cpu")
 
 
 def test_light_commands_work_without_torch(tmp_path: Path) -> None:
@@ -271,3 +274,45 @@ def test_interrupt_exits_130(tmp_path: Path) -> None:
     )
     assert result.returncode == 130
     assert result.stderr.strip() == "interrupted"
+
+
+def test_an_output_is_checked_before_the_work_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    from torchwise.console import check_writable
+
+    check_writable(tmp_path / "new" / "deeper" / "report.txt")
+    assert list(tmp_path.iterdir()) == []  # the probe file and its directories are gone
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match=r"cannot write .*file/out\.txt: Not a directory"):
+        check_writable(tmp_path / "file" / "out.txt")
+    with pytest.raises(OutputError, match="it is a directory"):
+        check_writable(tmp_path)
+    assert (tmp_path / "file").read_text() == "x"
+
+
+_MISSING = Path("/nonexistent-dir/x.txt")
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda: _MISSING.write_text("x"), f"cannot write {_MISSING}: "),
+        (lambda: _MISSING.read_text(), f"cannot read {_MISSING}: "),
+    ],
+)
+def test_an_os_error_that_reaches_the_cli_is_cannot_read_or_write(
+    call: object, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchwise.cli import _run_guarded
+
+    with pytest.raises(SystemExit) as stopped:
+        _run_guarded(call, "torchwise x")  # type: ignore[arg-type]
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}No such file or directory"), err
+    assert "internal error" not in err
+
+
+def test_every_float_option_refuses_nan_and_infinity() -> None:
+    result = CliRunner().invoke(app, ["project", ".", "--model-timeout", "inf"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: invalid value for '--model-timeout': inf is not")

@@ -14,8 +14,10 @@ closed pipe exits quietly; anything else is an internal error (traceback with
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -62,11 +64,14 @@ SUMMARIES: dict[str, str] = {
 
 
 def _load_command(name: str) -> click.Command:
+    from torchwise.commands._common import finite_numbers
+
     module_name, attribute = COMMANDS[name].split(":")
     command = getattr(importlib.import_module(module_name), attribute)
     if not isinstance(command, click.Command):  # pragma: no cover - programming error
         raise TypeError(f"{COMMANDS[name]} is not a click command")
-    return command
+    # One rule for every command's numbers, present and future: nan and inf are refused.
+    return finite_numbers(command)
 
 
 class LazyGroup(click.Group):
@@ -165,8 +170,32 @@ def _run_guarded(call: Callable[[], Any], command: str) -> Any:
             _print_error(str(missing(exc.name, purpose=command)))
             sys.exit(ExitCode.ERROR)
         _internal_error(exc)
+    except OSError as exc:
+        # A file the user named that cannot be read or written, reaching here from a
+        # place that did not say so itself: still one line, "cannot read/write PATH".
+        if exc.filename is None:
+            _internal_error(exc)
+        _print_error(os_error_line(exc))
+        sys.exit(ExitCode.ERROR)
     except Exception as exc:  # the one place that turns bugs into messages
         _internal_error(exc)
+
+
+#: errno values that only writing meets; the rest are said as a failed read unless the
+#: failing call was a write (read-only file system, full disk, an existing target).
+_WRITE_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EEXIST})
+_WRITING = ("write", "save", "dump", "mkdir", "touch", "replace", "rename", "unlink", "copy")
+
+
+def os_error_line(exc: OSError) -> str:
+    """``cannot read PATH: reason`` or ``cannot write PATH: reason`` for an OSError."""
+    # the failing call: the innermost frames' functions and lines (Path.write_text, open(.., "w"))
+    frames = traceback.extract_tb(exc.__traceback__)[-2:]
+    calls = " ".join(f"{frame.name} {frame.line or ''}" for frame in frames)
+    writing = exc.errno in _WRITE_ERRNOS or any(word in calls for word in _WRITING)
+    writing = writing or bool(re.search(r"""open\(.*['"][wax]""", calls))
+    reason = exc.strerror or str(exc)
+    return f"cannot {'write' if writing else 'read'} {exc.filename}: {reason}"
 
 
 def _internal_error(exc: BaseException) -> NoReturn:

@@ -124,6 +124,8 @@ def load_config(start: Path | None = None, *, path: Path | None = None) -> ToolC
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:  # a directory, no permission, an I/O error
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     table = document.get("tool", {}).get("torchwise", {})

@@ -3,7 +3,8 @@
 Every command shares one behaviour, set by :func:`torchwise.commands._common.output_options`:
 
 - the **report** (what ``--format`` chose) goes to stdout, or to the file named by
-  ``-o/--output``; a directory or an unwritable path is an :class:`OutputError`;
+  ``-o/--output``; a directory or an unwritable path is an :class:`OutputError`,
+  raised before the command's work (:func:`check_writable`);
 - **notes** (what is being done, what was skipped) go to stderr, hidden by
   ``--quiet``;
 - **progress** is a rich display on stderr, shown only when stderr is a terminal
@@ -12,7 +13,8 @@ Every command shares one behaviour, set by :func:`torchwise.commands._common.out
   ``NO_COLOR`` and ``FORCE_COLOR`` conventions apply (https://no-color.org/),
   then whether the stream is a terminal; a report written to a file is never
   coloured under ``auto``;
-- torch's own log messages (FakeTensor fallbacks, dynamo) are hidden while a
+- torch's own log messages (FakeTensor fallbacks, dynamo) and the warnings it
+  prints while it is imported (``Failed to initialize NumPy``) are hidden while a
   command runs, unless ``--verbose``.
 """
 
@@ -83,6 +85,43 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`OutputError` now if ``path`` could not be written later.
+
+    Every command checks its ``-o`` before its work, so a bad one costs nothing (a
+    tune run used to fail after its 90 s). A directory is refused; an existing file
+    must be writable; otherwise the file is created, with any missing directories,
+    and removed again: the one test that matches the later write everywhere
+    (read-only mounts, ``/proc``, a parent that is a file, permissions).
+    """
+    if path.is_dir():
+        raise OutputError(
+            f"cannot write {path}: it is a directory", hint="give a file name, e.g. -o report.txt"
+        )
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"cannot write {path}: Permission denied")
+        return
+    created: list[Path] = []
+    try:
+        missing = []
+        for parent in path.parents:
+            if parent.exists() or parent.is_symlink():
+                break
+            missing.append(parent)
+        for directory in reversed(missing):
+            directory.mkdir()
+            created.append(directory)
+        path.touch(exist_ok=False)
+        path.unlink()
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
 
 
 class ProgressHandle:
@@ -202,11 +241,14 @@ class Console:
 
     @contextlib.contextmanager
     def torch_logs(self) -> Iterator[None]:
-        """Hide torch's log records while the block runs, unless ``--verbose``."""
+        """Hide torch's log records and import warnings while the block runs, unless
+        ``--verbose``."""
+        from torchwise.deps import quiet_torch_warnings
+
         if self.verbose:
             yield
             return
-        with silence_torch_logs():
+        with silence_torch_logs(), quiet_torch_warnings():
             yield
 
 

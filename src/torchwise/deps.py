@@ -6,11 +6,21 @@ commands need PyTorch, which is the user's: their environment has the build
 that matches their hardware, and a linter's pre-commit hook must not download
 gigabytes of CUDA wheels. ``pip install 'torchwise[torch]'`` adds it for clean
 installs.
+
+torch is imported through :func:`import_torch` (and its import warnings hidden by
+:func:`quiet_torch_warnings`) so that what torch says about the environment it found
+while it is imported (``Failed to initialize NumPy`` when NumPy is missing) is not
+printed ahead of every command's output; ``--verbose`` shows it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
+import warnings
+from collections.abc import Iterator
+from types import ModuleType
 
 from torchwise.errors import MissingDependencyError
 
@@ -34,11 +44,29 @@ PIP_NAMES: dict[str, str] = {
 EXTRAS: dict[str, str] = {
     "torch": "torch",
     "safetensors": "torch",
+    "numpy": "torch",
     "mcp": "mcp",
     "pygls": "server",
     "pydantic": "project",
     "jinja2": "project",
 }
+
+
+#: PyTorch's own index of CPU-only wheels (the one pytorch.org's "Get Started" gives).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+#: What installing torch costs, said wherever torchwise tells a user to install it: on
+#: Linux, PyPI's default torch wheel is the CUDA build, whose NVIDIA libraries come to
+#: several GB; the CPU build from PyTorch's index is under 1 GB installed.
+TORCH_INSTALL_HINT = (
+    "on Linux, pip's default torch is the CUDA build (several GB of NVIDIA libraries); "
+    f"for a CPU-only install: pip install torch --index-url {TORCH_CPU_INDEX}"
+)
+
+#: What torch warns about while it is imported that concerns the environment, not the
+#: user's work: torch runs without NumPy (only tensor<->NumPy conversion fails, and the
+#: commands that need it say so themselves).
+TORCH_IMPORT_WARNINGS = (r"Failed to initialize NumPy",)
 
 
 def install_hint(module: str) -> str:
@@ -51,12 +79,16 @@ def install_hint(module: str) -> str:
 
 
 def missing(module: str, *, purpose: str | None = None) -> MissingDependencyError:
-    """The error for a missing ``module``; ``purpose`` says who needs it."""
+    """The error for a missing ``module``; ``purpose`` says who needs it.
+
+    For torch the hint says what the default install costs and gives the CPU-only one.
+    """
     top = module.split(".")[0]
     label = "PyTorch" if top == "torch" else top
     who = purpose or "this command"
     return MissingDependencyError(
-        f"{who} needs {label}, which is not installed: {install_hint(top)}"
+        f"{who} needs {label}, which is not installed: {install_hint(top)}",
+        hint=TORCH_INSTALL_HINT if top == "torch" else None,
     )
 
 
@@ -77,3 +109,32 @@ def require(module: str, *, purpose: str | None = None) -> None:
 def require_torch(purpose: str | None = None) -> None:
     """``require("torch")``: call it first in every command that runs a model."""
     require("torch", purpose=purpose)
+
+
+@contextlib.contextmanager
+def quiet_torch_warnings(*, verbose: bool = False) -> Iterator[None]:
+    """Hide :data:`TORCH_IMPORT_WARNINGS` while the block runs (unless ``verbose``).
+
+    Every command runs inside this (see ``Console.torch_logs``), so torch's import
+    warnings stay hidden wherever in a command torch is first imported.
+    """
+    if verbose:
+        yield
+        return
+    with warnings.catch_warnings():
+        for pattern in TORCH_IMPORT_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern)
+        yield
+
+
+def import_torch(*, verbose: bool = False, purpose: str | None = None) -> ModuleType:
+    """``import torch``, or the one-line error when it is not installed.
+
+    The import's environment warnings (:data:`TORCH_IMPORT_WARNINGS`) are hidden
+    unless ``verbose``; they are emitted once per process, at the first import.
+    """
+    if "torch" not in sys.modules:
+        require_torch(purpose)
+    with quiet_torch_warnings(verbose=verbose):
+        import torch
+    return torch

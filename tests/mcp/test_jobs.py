@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from torchwise.mcp import jobs
 from torchwise.project.isolation import run_isolated
 
@@ -20,3 +22,20 @@ def test_review_of_a_large_tree_can_use_its_own_process_pool(tmp_path: Path) -> 
     )
     assert summary.files == 16
     assert summary.by_family["security"]["warning"] == 16
+
+
+def test_a_model_tool_without_torch_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from torchwise.errors import MissingDependencyError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    with pytest.raises(MissingDependencyError) as missing:
+        jobs.inspect_model("m.py:Net", [], None, None, "meta", 2, lambda *a: None)  # type: ignore[arg-type]
+    assert str(missing.value).startswith("the MCP tool inspect_model needs PyTorch")
+    assert missing.value.hint is not None and "download.pytorch.org/whl/cpu" in missing.value.hint

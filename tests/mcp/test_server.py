@@ -125,7 +125,11 @@ def test_diagnose_model_reports_each_check(server: Any) -> None:
     summary = ok(call(server, "diagnose_model", arguments, progress), schema.DoctorSummary)
     assert [c.id for c in summary.checks] == ["grad-flow", "nan-inf"] and summary.ok
     assert summary.checks[0].evidence  # the measured numbers come along
-    assert [message for _, _, message in progress] == ["building cifarnet", "grad-flow", "nan-inf"]
+    assert [message for _, _, message in progress] == [
+        "building cifarnet",
+        "doctor check grad-flow",
+        "doctor check nan-inf",
+    ]
     assert "unknown check" in str(
         call(server, "diagnose_model", {"target": "cifarnet", "checks": ["nope"]}).content
     )
@@ -273,7 +277,35 @@ def test_a_hanging_model_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
         )
     )
     hanging = build_server(tmp_path, time_limit=10)
-    result = call(hanging, "diagnose_model", {"target": "hang.py:Hang", "inputs": ["f32[2,4]"]})
+    progress: Progress = []
+    arguments = {"target": "hang.py:Hang", "inputs": ["f32[2,4]"]}
+    result = call(hanging, "diagnose_model", arguments, progress)
     assert result.is_error and "time limit of 10s" in str(result.content)
+    # it names what was running when it was stopped: the last step it reported
+    if progress:
+        assert f"was stopped during {progress[-1][2]};" in str(result.content)
     # The server is still serving.
     assert not call(hanging, "explain_rule", {"code": "TW101"}).is_error
+
+
+def test_a_stopped_call_names_the_step_that_was_running() -> None:
+    from torchwise.mcp.server import stopped_message
+
+    said = stopped_message("doctor on model.py:Net", 300, "doctor check train-eval-gap")
+    assert said.startswith(
+        "doctor on model.py:Net took longer than the time limit of 300s and was stopped "
+        "during doctor check train-eval-gap"
+    )
+    assert "before it reported any progress" in stopped_message("review", 5, "")
+
+
+def test_argument_errors_are_one_plain_line_per_argument(server: Any) -> None:
+    wrong = call(server, "inspect_model", {"target": "cifarnet", "depth": 99, "device": "gpu"})
+    assert wrong.is_error
+    text = wrong.content[0].text
+    assert text.startswith("inspect_model: invalid arguments: ")
+    assert "depth: Input should be less than or equal to 8 (got 99)" in text
+    assert "device: Input should be 'meta' or 'cpu' (got 'gpu')" in text
+    assert "pydantic" not in text and "http" not in text
+    missing = call(server, "explain_rule", {})
+    assert missing.content[0].text == "explain_rule: invalid arguments: code: Field required"

@@ -167,6 +167,23 @@ def test_user_code_failures_are_recorded_and_the_audit_goes_on(messy: Messy) -> 
 
 
 @pytest.mark.slow
+def test_the_knowledge_states_a_recipe_only_when_the_build_worked(messy: Messy) -> None:
+    _, report = messy
+    plans = {m.name: m.build for m in report.knowledge.modules}
+    assert plans["Classifier"].status == "built"
+    assert plans["Classifier"].inputs == ["f32[batch=4,3,32,32]"]
+    broken = plans["Broken"]
+    assert broken.status == "failed" and "no weights for this size" in str(broken.error)
+    assert broken.needs is not None and "[tool.torchwise.models.broken]" in broken.needs
+    assert plans["Scripted"].status == "untried"  # never imported: its file runs code
+    from torchwise.project import knowledge_markdown
+
+    markdown = knowledge_markdown(report.knowledge)
+    assert "built with default constructor, fed `f32[batch=4,3,32,32]`" in markdown
+    assert "| `Broken` |" in markdown and "needs a build that works" in markdown
+
+
+@pytest.mark.slow
 def test_a_model_that_crashes_in_doctor_keeps_its_measures(messy: Messy) -> None:
     _, report = messy
     crashed = audits(report)["TrainDies"]

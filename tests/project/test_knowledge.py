@@ -6,25 +6,12 @@ none of their code is ever imported: knowledge is static.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from trees import know, write
 
-from torchwise.project.knowledge import gather_knowledge
 from torchwise.project.schema import ModuleClass, ProjectKnowledge
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
-
-
-def know(root: Path) -> ProjectKnowledge:
-    return gather_knowledge(root, probe_devices=False)
 
 
 def by_name(k: ProjectKnowledge) -> dict[str, ModuleClass]:
@@ -192,8 +179,11 @@ def test_readme_commands_take_their_purpose_from_the_comment_above_or_inline_cod
     # a blank line ends what the comment speaks for
     assert not any(c == "python main.py --resume --lr=0.01" for _, c in commands)
     assert commands[("evaluate", "python predict.py -i image.jpg -o output.jpg")] == "README.md:7"
-    # a data directory called test is not a test run; a --split test argument is
-    assert not any("super_resolve" in c for _, c in commands)
+    # a data directory called test is not a test run (the sentence before the block says
+    # what it is); a --split test argument is
+    assert ("evaluate", "python super_resolve.py --input_image dataset/images/test/1.jpg") in (
+        commands
+    )
     assert ("test", "python run.py --split test") in commands
     assert ("train", "python main.py --epochs 6 --tied") in commands  # its own comment
 

@@ -170,7 +170,7 @@ def report() -> ProjectReport:
 def test_json_round_trips_through_the_schema() -> None:
     original = report()
     data = json.loads(render(original, "json"))
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert ProjectReport.model_validate(data) == original
 
 
@@ -181,7 +181,22 @@ def test_text_says_what_matters() -> None:
     assert "UNSAFE   evil.pt" in text and "calls os.system" in text
     assert "2.1 k params" in text and "1 failed, 1 warned, 1 passed (FAIL: grad-flow)" in text
     assert "could not infer" in text
-    assert re.search(r"Net +model +default constructor  net.py:4", text)
+    # a plan read from the code is not stated as a recipe until the audit tried it
+    assert re.search(r"Net +model +not tried: would build with default constructor  net.py:4", text)
+
+
+def test_a_build_recipe_is_stated_only_once_it_worked() -> None:
+    from torchwise.project.render.common import plan_text
+    from torchwise.project.schema import BuildPlan
+
+    built = BuildPlan(how="default", target="m.py:Net", status="built", inputs=["f32[4,8]"])
+    assert plan_text(built) == "built with default constructor, fed f32[4,8]"
+    failed = BuildPlan(
+        how="default", status="failed", error="raised", needs="torchvision, which is not installed"
+    )
+    assert plan_text(failed) == "needs torchvision, which is not installed"
+    untried = BuildPlan(how="config-class", build="GPT(GPTConfig())")
+    assert plan_text(untried) == "not tried: would build with GPT(GPTConfig())"
 
 
 def test_markdown_has_its_sections() -> None:

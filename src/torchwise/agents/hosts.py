@@ -1,14 +1,24 @@
 """Where each coding agent host keeps its MCP configuration and its agent definitions.
 
-- **Claude Code**: ``.mcp.json`` (``mcpServers``) and ``.claude/agents/<name>.md`` with
-  YAML front matter ``name``, ``description``, ``tools``; MCP tools are named
-  ``mcp__<server>__<tool>``.
-- **Cursor**: ``.cursor/mcp.json`` (``mcpServers``) and ``.cursor/rules/<name>.mdc``
-  rules with ``description``, ``globs`` and ``alwaysApply: false`` (the agent
-  attaches a rule when its description fits the request).
-- **VS Code** (Copilot custom agents): ``.vscode/mcp.json`` (``servers``) and
-  ``.github/agents/<name>.agent.md`` with ``name``, ``description``, ``tools``;
-  MCP tools are named ``<server>/<tool>``.
+Each format follows the host's own documentation (checked in ``tests/agents``):
+
+- **Claude Code** (code.claude.com/docs/en/sub-agents, /mcp): ``.mcp.json``
+  (``mcpServers``, ``type: stdio``) and subagents in ``.claude/agents/<name>.md``
+  with YAML front matter ``name``, ``description`` and ``tools`` (a comma-separated
+  string); MCP tools are named ``mcp__<server>__<tool>``.
+- **Cursor** (cursor.com/docs/agent/subagents, /context/mcp): ``.cursor/mcp.json``
+  (``mcpServers``) and subagents in ``.cursor/agents/<name>.md`` with ``name`` and
+  ``description`` (Cursor's subagents have no tool list: they use the parent's tools,
+  MCP servers included). Cursor replaced the rules (``.cursor/rules/*.mdc``) that
+  earlier versions of torchwise wrote.
+- **VS Code** (code.visualstudio.com/docs/agent-customization/custom-agents,
+  /agents/reference/tools-reference): ``.vscode/mcp.json`` (``servers``, ``type:
+  stdio``) and custom agents in ``.github/agents/<name>.agent.md`` with ``name``,
+  ``description`` and ``tools`` (a list of tool sets, ``read``, ``search``, ``edit``,
+  ``execute``, and MCP tools named ``<server>/<tool>``).
+
+The configs start the server with a portable command (``torchwise mcp``), never this
+machine's interpreter path: they are meant to be committed.
 """
 
 from __future__ import annotations
@@ -29,10 +39,10 @@ _CLAUDE_TOOLS = {
     "run": ("Bash",),
 }
 _VSCODE_TOOLS = {
-    "read": ("search",),
+    "read": ("read",),
     "search": ("search",),
     "edit": ("edit",),
-    "run": ("runCommands",),
+    "run": ("execute",),
 }
 
 
@@ -56,6 +66,11 @@ class Host:
             return f"{SERVER_NAME}/{tool}"
         return tool
 
+    @property
+    def legacy_agents(self) -> tuple[str, str] | None:
+        """Where an earlier torchwise wrote this host's definitions (directory, suffix)."""
+        return (".cursor/rules", ".mdc") if self.name == "cursor" else None
+
     def tools(self, role: Role) -> list[str]:
         """The host tool names a role may use: its own abilities, then our MCP tools."""
         table = _CLAUDE_TOOLS if self.name == "claude" else _VSCODE_TOOLS
@@ -76,7 +91,7 @@ class Host:
                 ("tools", ", ".join(self.tools(role))),
             ]
         if self.name == "cursor":
-            return [("description", description), ("globs", ""), ("alwaysApply", "false")]
+            return [("name", role.name), ("description", description)]
         listed = ", ".join(_yaml_string(tool) for tool in self.tools(role))
         return [("name", role.name), ("description", description), ("tools", f"[{listed}]")]
 
@@ -104,8 +119,8 @@ HOSTS: dict[str, Host] = {
         ".cursor/mcp.json",
         "mcpServers",
         "${workspaceFolder}",
-        ".cursor/rules",
-        ".mdc",
+        ".cursor/agents",
+        ".md",
     ),
     "vscode": Host(
         "vscode",

@@ -7,7 +7,10 @@ Re-running updates only what torchwise generated:
   ``<!-- torchwise:begin NAME -->`` and ``<!-- torchwise:end NAME -->`` markers; a
   user's own front-matter keys and everything outside the markers stay as written;
 - a file of the same name that torchwise did not write (no markers) is left alone
-  unless ``force``.
+  unless ``force``;
+- a definition an earlier torchwise wrote where the host no longer reads it (Cursor's
+  rules, now subagents) is removed when it holds nothing but torchwise's text, and
+  kept, with a warning, when someone added to it.
 
 A file is written only when its content changes, so a second run reports
 "unchanged" and touches nothing.
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +41,32 @@ _BLOCK = re.compile(
 )
 
 
+#: What the MCP configs run when torchwise is not on the PATH where it is installed.
+PYTHON_COMMAND = ("python", "-m", "torchwise")
+
+
 @dataclass(frozen=True)
 class Written:
     path: str
-    status: str  # created, updated, unchanged, skipped
+    status: str  # created, updated, unchanged, skipped; removed, kept (legacy files)
+
+
+def portable_command(
+    which: Callable[[str], str | None] = shutil.which,
+) -> tuple[list[str], str | None]:
+    """How the host starts torchwise, and a note when the user must check it.
+
+    ``torchwise`` when it is on the PATH, else ``python -m torchwise`` (which works
+    wherever the host's ``python`` has torchwise). Never this machine's interpreter
+    path: the MCP configs are meant to be committed and shared.
+    """
+    if which("torchwise"):
+        return ["torchwise"], None
+    return list(PYTHON_COMMAND), (
+        "torchwise is not on the PATH here, so the MCP configs run `python -m torchwise "
+        "mcp`: the host's `python` must have torchwise installed (or pass --command, "
+        "e.g. --command 'uvx torchwise')"
+    )
 
 
 def blocks(role: Role, knowledge_markdown: str) -> dict[str, str]:
@@ -176,4 +202,36 @@ def install(
                 continue
             text = refreshed if refreshed is not None else render_agent(host, role, section)
         results.append(_write(root, relative, text, existing))
+    results.extend(_retire_legacy(root, host))
     return results
+
+
+#: The front-matter keys of the Cursor rules an earlier torchwise wrote.
+_LEGACY_KEYS = frozenset({"description", "globs", "alwaysApply"})
+
+
+def _retire_legacy(root: Path, host: Host) -> list[Written]:
+    """Remove the definitions an earlier torchwise wrote where the host no longer looks,
+    when nothing but torchwise's text is in them."""
+    if host.legacy_agents is None:
+        return []
+    directory, suffix = host.legacy_agents
+    retired = []
+    for role in ROLES:
+        relative = f"{directory}/{role.name}{suffix}"
+        path = root / relative
+        existing = _read(path)
+        if existing is None or not _BLOCK.search(existing):
+            continue  # not there, or not ours
+        split = _split_front_matter(existing)
+        lines, body = split if split is not None else ([], existing)
+        keys = {line.split(":", 1)[0].strip() for line in lines if line.strip()}
+        if keys <= _LEGACY_KEYS and not _BLOCK.sub("", body).strip():
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise TorchwiseError(f"cannot remove {relative}: {exc.strerror or exc}") from None
+            retired.append(Written(relative, "removed"))
+        else:
+            retired.append(Written(relative, "kept"))
+    return retired

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from torchwise.deps import require_torch
+from torchwise.deps import import_torch
 
 if TYPE_CHECKING:
     from torchwise.target import ResolvedTarget
@@ -97,12 +97,13 @@ def target_options(command: F) -> F:
         **kwargs: Any,
     ) -> object:
         # Every model command needs torch; say so before the user's module is imported
-        # (its own `import torch` would otherwise read as a bug in their file).
-        require_torch(click.get_current_context().command_path)
-        # Import torch now, before the command's console silences torch's loggers:
-        # importing torch configures its logging and would undo the silencing, and the
-        # first fake-tensor fallback would then print a traceback ahead of our one line.
-        import torch  # noqa: F401
+        # (its own `import torch` would otherwise read as a bug in their file). Import it
+        # now, before the command's console silences torch's loggers: importing torch
+        # configures its logging and would undo the silencing, and the first fake-tensor
+        # fallback would then print a traceback ahead of our one line.
+        import_torch(
+            verbose=bool(kwargs.get("verbose")), purpose=click.get_current_context().command_path
+        )
 
         request = TargetArgs(target, inputs, init_kwargs, build, build_on, batch_dim, config_start)
         return command(*args, target=request, **kwargs)
@@ -140,7 +141,7 @@ def target_options(command: F) -> F:
         click.option(
             "--config",
             "config_start",
-            type=click.Path(path_type=Path),
+            type=click.Path(exists=True, path_type=Path),
             default=None,
             help="Where to look for pyproject.toml (default: the current directory).",
         ),

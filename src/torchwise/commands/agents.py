@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -28,8 +27,8 @@ def agents() -> None:
 )  # fmt: skip
 @click.option(
     "--command", "command_text", metavar="CMD",
-    help="How the host starts torchwise, e.g. 'torchwise' or 'uvx torchwise' "
-    "[default: this Python, as '<python> -m torchwise'].",
+    help="How the host starts torchwise, e.g. 'uvx torchwise' [default: 'torchwise' when "
+    "it is on the PATH, else 'python -m torchwise'].",
 )  # fmt: skip
 @click.option(
     "--force", is_flag=True, help="Also replace same-named files torchwise did not write."
@@ -48,7 +47,7 @@ def install(
     updates only what torchwise generated (between its markers).
     \b
       torchwise agents install                    # Claude Code: .mcp.json, .claude/agents/
-      torchwise agents install --host cursor --host vscode
+      torchwise agents install --host cursor --host vscode   # .cursor/agents/, .github/agents/
     """
     from torchwise.deps import require
     from torchwise.errors import TorchwiseError
@@ -56,13 +55,21 @@ def install(
     require("pydantic", purpose="torchwise agents install")
     from torchwise.agents.hosts import HOSTS
     from torchwise.agents.install import install as install_host
+    from torchwise.agents.install import portable_command
     from torchwise.project import gather_knowledge
 
     if not root.is_dir():
         raise TorchwiseError(f"{root} is not a directory")
-    command = shlex.split(command_text) if command_text else [sys.executable, "-m", "torchwise"]
-    if not command:
-        raise TorchwiseError("--command is empty")
+    note = None
+    if command_text is not None:
+        try:
+            command = shlex.split(command_text)
+        except ValueError as exc:
+            raise TorchwiseError(f"--command {command_text!r}: {exc}") from None
+        if not command:
+            raise TorchwiseError("--command is empty", hint="e.g. --command torchwise")
+    else:
+        command, note = portable_command()
     knowledge = gather_knowledge(root)
     lines = []
     for name in hosts or ("claude",):
@@ -71,5 +78,12 @@ def install(
             lines.append(f"{written.status:<9} {written.path}")
             if written.status == "skipped":
                 console.warn(f"{written.path} exists and was not written by torchwise (--force)")
+            elif written.status == "kept":
+                console.warn(
+                    f"{written.path}: {host.label} no longer reads it and it has your own "
+                    "text, so it was kept; delete it once you have moved what you need"
+                )
         lines.append(f"{host.label}: the agents call torchwise mcp; restart the host to load them.")
     console.emit("\n".join(lines))
+    if note is not None:
+        console.warn(note)

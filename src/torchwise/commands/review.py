@@ -91,6 +91,7 @@ def review(
     \b
     Exit codes: 0 no problems, 1 problems found (with --diff: something to fix),
     2 error (a missing path, a bad option or config, no Python files).
+    -q prints the findings and nothing else (no summary, no notes).
     Examples:
       torchwise review src/ --format sarif -o review.sarif
       torchwise review train.py --fix
@@ -126,6 +127,7 @@ def review(
         return
 
     files, excluded = select_files(targets, settings, force_exclude)
+    _check_readable(targets)
     for path in excluded:
         console.note(f"{path}: excluded by `exclude` in [tool.torchwise] (--force-exclude)")
     if not files:
@@ -154,6 +156,21 @@ def review(
         sys.exit(ExitCode.FINDINGS if changed and not exit_zero else ExitCode.OK)
     _print_report(report, fmt, console, _configured_models(config))
     sys.exit(ExitCode.FINDINGS if report.findings and not exit_zero else ExitCode.OK)
+
+
+def _check_readable(paths: list[Path]) -> None:
+    """A file named on the command line that cannot be read is an error, before any work.
+
+    (A file found by walking a directory that cannot be read is a TW000 finding and the
+    review goes on, as ruff reports E902.)
+    """
+    for path in paths:
+        if path.is_file():
+            try:
+                with path.open("rb") as handle:
+                    handle.read(1)
+            except OSError as exc:
+                raise TorchwiseError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _configured_models(config: object) -> tuple[tuple[str, str], ...]:
@@ -217,7 +234,11 @@ def _print_report(
     from torchwise.review.output import RenderOptions, render
 
     color = console.color_stdout and fmt == "text"
-    console.emit(render(report, fmt, RenderOptions(color=color, models=models)))
+    # -q: the findings and nothing else (as ruff's -q): no per-code summary, no totals.
+    options = RenderOptions(color=color, models=models, statistics=not console.quiet)
+    text = render(report, fmt, options)
+    if text or not console.quiet:
+        console.emit(text)
 
 
 def _print_diff(report: ReviewReport, console: Console) -> None:

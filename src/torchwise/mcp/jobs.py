@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from torchwise.deps import require_torch
 from torchwise.errors import TorchwiseError
 from torchwise.project import evidence
 from torchwise.project.schema import (
@@ -100,6 +101,7 @@ def inspect_model(
     depth: int,
     progress: Progress,
 ) -> ModelMeasure:
+    require_torch("the MCP tool inspect_model")
     from torchwise.model import summarize
 
     progress(0, 2, f"building {target}")
@@ -122,6 +124,7 @@ def diagnose_model(
     progress: Progress,
 ) -> DoctorSummary:
     """Doctor, one check at a time so that each finished check is a progress step."""
+    require_torch("the MCP tool diagnose_model")
     from torchwise.doctor import CHECK_IDS, check
 
     selected = [c for c in CHECK_IDS if not checks or c in checks]
@@ -134,7 +137,7 @@ def diagnose_model(
     resolved = _resolve(target, inputs, init_kwargs, config, "cpu")
     parts = []
     for index, check_id in enumerate(selected, 1):
-        progress(index, len(selected) + 1, f"{check_id}")
+        progress(index, len(selected) + 1, f"doctor check {check_id}")
         report = check(
             resolved.model,
             resolved.args,
@@ -158,6 +161,7 @@ def document_model(
     progress: Progress,
 ) -> DocResult:
     """``torchwise doc``; ``mode="write"`` only after checking the class's file is ours."""
+    require_torch("the MCP tool document_model")
     import json
 
     from torchwise.errors import ExitCode
@@ -242,6 +246,7 @@ def write_tests(
     """``torchwise tests``: generate (``mode="generate"``), compare with the file at
     ``output`` (``"check"``) or write it there (``"write"``; ``output`` is a
     workspace path, checked by the server)."""
+    require_torch("the MCP tool write_tests")
     from torchwise.project.isolation import import_from
     from torchwise.testgen import write_tests as generate_tests
 

@@ -14,7 +14,11 @@ Safety, because a language model chooses the arguments:
   workspace file);
 - every call runs in a worker process with a time limit and is killed at the
   limit, so a hanging forward or a crashing extension cannot take the server
-  down; long tools report progress between steps.
+  down; long tools report progress between steps, and a call stopped at the
+  limit says which step was running;
+- arguments that do not fit a tool's schema are answered in one line per
+  argument (``depth: Input should be less than or equal to 8 (got 99)``), without
+  pydantic's error-page links.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from torchwise import __version__
 from torchwise.errors import TorchwiseError
@@ -92,22 +96,22 @@ class _Server:
     ) -> Any:
         """Run ``function(*args, progress)`` in a worker; progress goes to the client."""
         job = await anyio.to_thread.run_sync(Job, function, args, self.workspace.root)
+        doing = ""  # the job's last progress message: what it was doing if it is stopped
         try:
             with anyio.fail_after(self.time_limit):
                 while True:
                     for message in job.messages(0):
                         if message[0] == "progress":
+                            doing = message[3] or doing
                             if ctx is not None:
                                 await ctx.report_progress(
                                     message[1], message[2], message[3] or None
                                 )
-                        else:
+                        elif message[0] != "partial":
                             return finish(message)
                     await anyio.sleep(0.05)
         except TimeoutError:
-            raise ToolError(
-                f"{what} took longer than the time limit of {self.time_limit:g}s and was stopped"
-            ) from None
+            raise ToolError(stopped_message(what, self.time_limit, doing)) from None
         except TorchwiseError as exc:
             raise ToolError(str(exc)) from None
         finally:
@@ -134,6 +138,43 @@ class _Server:
         return resolved.target, resolved.config_start
 
 
+def stopped_message(what: str, time_limit: float, doing: str) -> str:
+    """What a call stopped at its time limit was doing (its last progress step)."""
+    during = f" during {doing}" if doing else " before it reported any progress"
+    return (
+        f"{what} took longer than the time limit of {time_limit:g}s and was stopped{during}; "
+        "the server's --time-limit sets it"
+    )
+
+
+def argument_errors(tool: str, error: ValidationError) -> str:
+    """One line per argument that does not fit ``tool``'s schema, without pydantic's links."""
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problem = f"{where}: {item['msg']}"
+        if item["type"] != "missing":
+            given = repr(item.get("input"))
+            problem += f" (got {given if len(given) <= 80 else given[:77] + '...'})"
+        problems.append(problem)
+    return f"{tool}: invalid arguments: " + "; ".join(problems)
+
+
+class _TorchwiseServer(MCPServer):
+    """The SDK's server, with argument errors said plainly (:func:`argument_errors`)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(argument_errors(name, cause)) from cause
+            raise
+
+
 def build_server(
     root: str | Path = ".",
     *,
@@ -144,7 +185,7 @@ def build_server(
     the SDK's own log records (on stderr) from ``log_level`` up."""
     workspace = Workspace.at(root)
     state = _Server(workspace, time_limit)
-    server = MCPServer(
+    server = _TorchwiseServer(
         name="torchwise",
         title="torchwise: PyTorch expert tools",
         instructions=INSTRUCTIONS,

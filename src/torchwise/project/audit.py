@@ -10,6 +10,7 @@ Nothing is written into the project: no review cache, no ``__pycache__``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise import __version__
+from torchwise.deps import TORCH_INSTALL_HINT, install_hint
 from torchwise.errors import TorchwiseError
 from torchwise.project import evidence
-from torchwise.project.environment import torch_importable
+from torchwise.project.environment import distribution, torch_importable
 from torchwise.project.isolation import run_isolated
 from torchwise.project.knowledge import ProjectScan, scan_project
 from torchwise.project.measure import ModelTask, audit_model
@@ -147,6 +149,12 @@ def audit_project(
     timings: dict[str, float] = {}
     with _timed(timings, "knowledge"):
         scan = scan_project(root, probe_devices=options.probe_devices)
+    if not scan.files.python and not scan.files.notebooks:
+        # as review: an audit of no code is a wrong path, not a clean project
+        hint = "give the project's root (its .py and .ipynb files)"
+        if scan.files.checkpoints:
+            hint += "; for its checkpoints alone: torchwise ckpt scan"
+        raise TorchwiseError(f"no Python files found in {root}", hint=hint)
     report = ProjectReport(torchwise_version=__version__, knowledge=scan.knowledge)
     build = options.import_models and torch_importable()
     chosen, notes = models_to_build(scan, options.max_models) if build else ([], [])
@@ -154,7 +162,7 @@ def audit_project(
     if options.import_models and not build:
         report.notes.append(
             "models not built: PyTorch is not installed where torchwise runs "
-            "(pip install torch, or pip install 'torchwise[torch]')"
+            f"({install_hint('torch')}; {TORCH_INSTALL_HINT})"
         )
     if plan is not None:
         plan(int(options.review) + len(scan.files.checkpoints) * options.checkpoints + len(chosen))
@@ -170,11 +178,48 @@ def audit_project(
         with _timed(timings, "models"):
             for module in chosen:
                 step(f"building {module.name}")
-                report.models.append(_audit_one(module, root.resolve(), options))
+                audit = _audit_one(module, root.resolve(), options)
+                record_outcome(module, audit)  # the knowledge says what was tried and how it went
+                report.models.append(audit)
     elif not options.import_models:
         report.notes.append("models not built (--no-import): static audit only")
     report.timings = timings
     return report
+
+
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def record_outcome(module: ModuleClass, audit: ModelAudit) -> None:
+    """Turn ``module``'s build plan into a recipe that worked, or into what it needs.
+
+    A plan read from the code is only a guess until it is tried: measured means the
+    build and its inputs worked; anything else says what building it needs and how.
+    """
+    plan = module.build
+    if audit.measure is not None:
+        plan.status = "built"
+        plan.inputs, plan.inputs_source = audit.inputs, audit.inputs_source  # type: ignore[assignment]
+        return
+    plan.status = "failed"
+    plan.error = audit.error
+    plan.needs = needs_for(module, audit.error or "")
+
+
+def needs_for(module: ModuleClass, error: str) -> str:
+    """What building ``module`` needs, given the error its build ended with, and how."""
+    configure = f"[tool.torchwise.models.{module.name.lower()}] in pyproject.toml"
+    missing = _MISSING_MODULE.search(error)
+    if missing:
+        package = distribution(missing.group(1).split(".")[0])  # skimage is scikit-image
+        return f"{package}, which is not installed where torchwise runs: pip install {package}"
+    if "took longer than" in error:
+        return f"more time or a smaller size: --model-timeout, or a small config in {configure}"
+    if "infer" in error or "forward takes" in error or "input" in error.lower():
+        return f"its inputs: give them as `inputs` in {configure}"
+    if "arguments" in error or "TypeError" in error:
+        return f"constructor arguments: give them as `init-kwargs` (or a factory) in {configure}"
+    return f"a build that works: configure it in {configure} (target, init-kwargs, inputs)"
 
 
 def _check_doctor_ids(options: AuditOptions) -> None:

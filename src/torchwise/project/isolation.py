@@ -32,8 +32,10 @@ from typing import Any
 
 from torchwise.errors import TorchwiseError, UserCodeError
 
-#: Imported once in the forkserver, so forked jobs start warm.
+#: Imported once in the forkserver, so forked jobs start warm. The warm-up comes first:
+#: it imports torch with its import warnings hidden (the forkserver's stderr is ours).
 PRELOAD = (
+    "torchwise.project.warmup",
     "torch",
     "torchwise.target",
     "torchwise.model",
@@ -41,7 +43,6 @@ PRELOAD = (
     "torchwise.review",
     "torchwise.ckpt",
     "torchwise.project.schema",
-    "torchwise.project.warmup",
 )
 
 ProgressCallback = Callable[[float, float | None, str], None]

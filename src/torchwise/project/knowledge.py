@@ -16,9 +16,11 @@ from typing import Any
 from torchwise.config import load_config
 from torchwise.errors import TorchwiseError
 from torchwise.project import environment
-from torchwise.project.commands import find_commands
+from torchwise.project.command_sources import find_commands
+from torchwise.project.commands import script_of
 from torchwise.project.files import ProjectFiles, read_text, walk
 from torchwise.project.modules import find_modules
+from torchwise.project.notebooks import MAX_NOTEBOOK_BYTES, NotebookCode, read_notebook
 from torchwise.project.requirements import declared
 from torchwise.project.schema import Layout, ModuleClass, ProjectKnowledge, Trigger
 from torchwise.project.source import FileFacts, analyse
@@ -78,7 +80,9 @@ def _parent(relative: str) -> str:
 
 
 def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[ModuleClass]) -> Layout:
-    model_dirs = Counter(_parent(m.path) for m in modules)
+    model_dirs = Counter(
+        _parent(m.path) for m in modules if not m.path.endswith(".ipynb") and m.kind != "loss"
+    )
     checkpoint_dirs = {_parent(p) for p in files.checkpoints}
     checkpoint_dirs |= {d for d in files.dirs if d.rsplit("/", 1)[-1] in _CHECKPOINT_DIR_NAMES}
     # A dir named for configs that holds config files (YAML, JSON, TOML, or Python
@@ -92,7 +96,9 @@ def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[Modu
         and any(c.startswith(d + "/") for c in config_files)
     }
     yaml_dirs = Counter(
-        _parent(c) for c in files.configs if c.endswith((".yaml", ".yml")) and not c.startswith(".")
+        _parent(c)
+        for c in files.configs
+        if c.endswith((".yaml", ".yml")) and not c.startswith(".") and not _manifest(files, c)
     )
     config_dirs |= {d for d, n in yaml_dirs.items() if n >= 3}
     config_dirs = {d for d in config_dirs if not any(d.startswith(o + "/") for o in config_dirs)}
@@ -121,6 +127,12 @@ def _layout(files: ProjectFiles, facts: dict[str, FileFacts], modules: list[Modu
         test_dirs=test_dirs[:_LIST_CAP],
         notebooks=files.notebooks[:_LIST_CAP],
     )
+
+
+def _manifest(files: ProjectFiles, relative: str) -> bool:
+    """A deployment manifest (Kubernetes, Docker Compose), not a configuration of the code."""
+    text = read_text(files.path(relative), limit=200_000) or ""
+    return bool(re.search(r"^(apiVersion|services):", text, re.M))
 
 
 def _is_test(path: str) -> bool:
@@ -190,22 +202,48 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
         text = read_text(root / relative)
         if text is not None:
             facts[relative] = analyse(text, relative)
+    notebooks = _notebooks(root, files.notebooks)
+    notebook_facts = {path: analyse(code.source, path) for path, code in notebooks.items()}
     models_config = _configured_models(root)
-    modules = find_modules(facts.values(), models_config)
+    modules = find_modules([*facts.values(), *notebook_facts.values()], models_config, notebooks)
     requirements, python = declared(root, [*files.configs, *files.other, *files.python])
     imports: Counter[str] = Counter()
-    for fact in facts.values():
+    for fact in [*facts.values(), *notebook_facts.values()]:
         imports.update(fact.imports.keys())
-    packages, installed_where = environment.stack(root, requirements, imports)
+    packages, installed_where = environment.stack(
+        root,
+        requirements,
+        imports,
+        modules=[fact.modules for fact in [*facts.values(), *notebook_facts.values()]],
+        local=_local_names(files),
+    )
     torch = environment.torch_runtime(packages, installed_where, probe=probe_devices)
     everything = [*files.python, *files.configs, *files.other]
+    layout = _layout(files, facts, modules)
+    commands = find_commands(
+        root,
+        everything,
+        # what trains: the training scripts of the layout (a main.py that calls a Solver)
+        trains=frozenset(layout.training_scripts) | {p for p, f in facts.items() if f.trains},
+        downloads=frozenset(path for path, fact in facts.items() if fact.downloads),
+        notebook_shell={path: code.shell for path, code in notebooks.items() if code.shell},
+    )
     notes = []
     if files.truncated:
         notes.append("the project has more files than torchwise walks; the rest was skipped")
     unparsed = sorted(p for p, f in facts.items() if f.parse_error)
     if unparsed:
         notes.append(f"{len(unparsed)} Python file(s) do not parse, e.g. {unparsed[0]}")
-    triggers = _triggers({p.name: p.declared_in for p in packages}, facts, files, modules)
+    triggers = _triggers(
+        {p.name: p.declared_in for p in packages}, {**facts, **notebook_facts}, files, modules
+    )
+    # a script the project documents as its training run is a training script, even when
+    # it only calls the code that trains (deepspeech.pytorch's train.py, a Hydra entry)
+    for command in commands:
+        script = script_of(command.command) if command.purpose == "train" else None
+        path = str(PurePosixPath(command.cwd) / script) if script else None
+        if path and path in facts and path not in layout.training_scripts:
+            layout.training_scripts.append(path)
     knowledge = ProjectKnowledge(
         root=str(root),
         name=_project_name(root),
@@ -214,8 +252,8 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
         python=python,
         stack=packages,
         torch=torch,
-        layout=_layout(files, facts, modules),
-        commands=find_commands(root, everything),
+        layout=layout,
+        commands=commands,
         modules=modules,
         checkpoints=files.checkpoints,
         configured_models=sorted(models_config),
@@ -224,6 +262,26 @@ def scan_project(root: Path, *, probe_devices: bool = True) -> ProjectScan:
         notes=notes,
     )
     return ProjectScan(knowledge, files, facts, models_config)
+
+
+def _notebooks(root: Path, paths: list[str]) -> dict[str, NotebookCode]:
+    """The code of every notebook that can be read (outputs make some too large)."""
+    found = {}
+    for relative in paths:
+        text = read_text(root / relative, limit=MAX_NOTEBOOK_BYTES)
+        code = read_notebook(text) if text is not None else None
+        if code is not None:
+            found[relative] = code
+    return found
+
+
+def _local_names(files: ProjectFiles) -> set[str]:
+    """The project's own module and package names: an import of one is not a dependency."""
+    names: set[str] = set()
+    for relative in files.python:
+        parts = relative.removesuffix(".py").split("/")
+        names.update(parts)
+    return names
 
 
 def gather_knowledge(root: Path, *, probe_devices: bool = True) -> ProjectKnowledge:

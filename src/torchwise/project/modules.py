@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from torchwise.project.notebooks import NotebookCode
 from torchwise.project.schema import BuildPlan, ModuleClass
 from torchwise.project.source import ClassFacts, FileFacts
 
@@ -34,7 +35,7 @@ def external_kind(base: str) -> str | None:
         return "transformers"
     if head == "diffusers" and (last == "ModelMixin" or last.endswith("Model")):
         return "diffusers"
-    if base.startswith(_LAYER_PREFIXES) and last[:1].isupper():
+    if base.startswith(_LAYER_PREFIXES) and last.lstrip("_")[:1].isupper():
         return "module"
     if base in ("Module", "torch.nn.modules.module.Module"):
         return None  # a bare unresolved "Module" is too ambiguous on its own
@@ -180,6 +181,12 @@ def build_plan(
 ) -> BuildPlan:
     cls, path = located.facts, located.path
     file = index.files[path]
+    if path.endswith(".ipynb"):
+        return BuildPlan(
+            how="notebook",
+            reason="defined in a notebook: torchwise builds models from .py files "
+            f"(move {cls.name} into a module to inspect it)",
+        )
     configured = _configured(models, path, cls, file)
     if configured is not None:
         name, inputs = configured
@@ -219,10 +226,17 @@ def build_plan(
 
 
 def find_modules(
-    files: Iterable[FileFacts], models: Mapping[str, Mapping[str, Any]] | None = None
+    files: Iterable[FileFacts],
+    models: Mapping[str, Mapping[str, Any]] | None = None,
+    notebooks: Mapping[str, NotebookCode] | None = None,
 ) -> list[ModuleClass]:
-    """Every module class of the project, in path and line order, with its build plan."""
+    """Every module class of the project, in path and line order, with its build plan.
+
+    ``notebooks`` holds the code of the notebooks among ``files`` (their classes are
+    reported by cell and line in the cell).
+    """
     files = list(files)
+    notebooks = notebooks or {}
     index = ClassIndex(files)
     models = models or {}
     found: list[tuple[_Located, str]] = []
@@ -232,31 +246,87 @@ def find_modules(
             if kind is not None:
                 found.append((located, kind))
     # A class used inside another module class is a part of it (a block, a layer), unless
-    # the user is a LightningModule: that wraps the model, which stays the model. So is a
-    # class a factory passes to the model it returns (a block type).
+    # the user is a LightningModule that uses just one: that wraps the model, which stays
+    # the model (a LightningModule that builds several is the model, and they its parts,
+    # as deepspeech.pytorch's DeepSpeech). So is a class a factory passes to the model it
+    # returns (a block type).
     names = {located.facts.name for located, _ in found}
     used: set[tuple[str, str]] = set()
     for located, kind in found:
-        if kind != "lightning":
-            used |= _referenced(index, located.path, located.facts.references, names)
+        parts = _referenced(index, located.path, located.facts.references, names)
+        if kind != "lightning" or len({name for _, name in parts}) >= 2:
+            used |= parts
     for facts in files:
         for function in facts.functions:
             if function.returns & names:
                 used |= _referenced(index, facts.path, function.passes, names)
-    modules = [
-        ModuleClass(
-            name=located.facts.name,
-            path=located.path,
-            line=located.facts.line,
-            bases=located.facts.bases,
-            kind=kind,  # type: ignore[arg-type]
-            top_level=(located.path, located.facts.name) not in used,
-            forward_inputs=index.inherited(located, "forward_required"),
-            build=build_plan(index, located, models),
+        used |= _assembled_parts(index, facts, names)
+    modules = []
+    for located, kind in found:
+        if _is_loss(index, located):
+            kind = "loss"
+        line, cell = located.facts.line, None
+        notebook = notebooks.get(located.path)
+        if notebook is not None and (where := notebook.where(line)) is not None:
+            cell, line = where
+        modules.append(
+            ModuleClass(
+                name=located.facts.name,
+                path=located.path,
+                line=line,
+                cell=cell,
+                bases=located.facts.bases,
+                kind=kind,  # type: ignore[arg-type]
+                # a loss is a module but never a model of the project
+                top_level=kind != "loss" and (located.path, located.facts.name) not in used,
+                forward_inputs=index.inherited(located, "forward_required"),
+                build=build_plan(index, located, models),
+            )
         )
-        for located, kind in found
-    ]
     return sorted(modules, key=lambda m: (m.path, m.line))
+
+
+#: torch's loss base classes, and the names a loss class is given.
+_LOSS_BASES = frozenset({"_Loss", "_WeightedLoss"})
+_LOSS_SUFFIXES = ("Loss", "Criterion")
+
+
+def _is_loss(index: ClassIndex, located: _Located) -> bool:
+    """A loss function written as a module (``DiceLoss``, ``LabelSmoothingCriterion``)."""
+    if located.facts.name.endswith(_LOSS_SUFFIXES):
+        return True
+    for base in located.facts.bases:
+        if base.split(".")[-1] in _LOSS_BASES:
+            return True
+        parent = index.lookup(base, located.path)
+        if (
+            parent is not None
+            and parent.facts is not located.facts
+            and parent.facts.name.endswith(_LOSS_SUFFIXES)
+        ):
+            return True
+    return False
+
+
+def _assembled_parts(index: ClassIndex, facts: FileFacts, names: set[str]) -> set[tuple[str, str]]:
+    """The module classes a file assembles into another one (builders, notebooks).
+
+    Giving a constructor two built modules or more (``Seq2Seq(encoder, decoder)``), or a
+    collection of them (``Encoder(nn.ModuleList(blocks))``), makes them its parts; one
+    instance alone is wrapped (``Trainer(model)``, a LightningModule) and stays a model.
+    """
+    used: set[tuple[str, str]] = set()
+    for whole, carried in facts.assembled:
+        if whole not in names:
+            continue
+        wholes = [located for located in index.by_name[whole] if index.kind(located) != "lightning"]
+        if not wholes:
+            continue
+        arguments = [(parts & names, many) for parts, many in carried if parts & names]
+        if len(arguments) >= 2 or any(many for _, many in arguments):
+            for parts, _ in arguments:
+                used |= _referenced(index, facts.path, set(parts), names)
+    return used
 
 
 def _referenced(

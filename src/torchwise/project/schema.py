@@ -12,11 +12,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-SCHEMA_VERSION = 1
+#: 2: commands have a working directory and what they do, and two more purposes (prepare,
+#: run); build plans say whether the build was tried and how it went; notebooks' modules
+#: (``notebook`` plans, a ``cell``) and losses (kind ``loss``); every imported library.
+SCHEMA_VERSION = 2
 
 TriggerKind = Literal["dependency", "import", "checkpoint", "module"]
-Purpose = Literal["train", "test", "evaluate", "export", "profile"]
-BuildHow = Literal["configured", "default", "factory", "config-class", "needs-arguments"]
+Purpose = Literal["train", "test", "evaluate", "export", "profile", "prepare", "run"]
+BuildHow = Literal[
+    "configured", "default", "factory", "config-class", "needs-arguments", "notebook"
+]
+BuildStatus = Literal["untried", "built", "failed"]
 Status = Literal["pass", "warn", "fail", "skip"]
 Verdict = Literal["safe", "warning", "unsafe", "error"]
 
@@ -34,7 +40,7 @@ class Package(BaseModel):
     """One library of the project's stack: declared, installed, imported."""
 
     name: str
-    role: str
+    role: str = Field(description="what it is for ('framework', 'data', ...; 'library' if unknown)")
     declared: str | None = Field(
         default=None, description="the requirement as written, e.g. '>=2.1'"
     )
@@ -43,6 +49,11 @@ class Package(BaseModel):
         default=None, description="version in the environment torchwise runs in"
     )
     imported_by: int = Field(default=0, description="number of project files that import it")
+    via: str | None = Field(
+        default=None,
+        description="the import that needs it when the code never imports it by name, "
+        "e.g. 'torch.utils.tensorboard' for tensorboard",
+    )
 
 
 class TorchRuntime(BaseModel):
@@ -64,6 +75,14 @@ class ProjectCommand(BaseModel):
     purpose: Purpose
     command: str
     source: str = Field(description="file:line it was found at, e.g. 'Makefile:12'")
+    cwd: str = Field(
+        default=".", description="the directory to run it from, relative to the project root"
+    )
+    description: str | None = Field(
+        default=None,
+        description="what it does, in the project's words (the heading, comment or sentence "
+        "that introduces it) or, for a script, the commands it runs",
+    )
 
 
 class Layout(BaseModel):
@@ -91,10 +110,20 @@ class BuildPlan(BaseModel):
     inputs_source: Literal["configured", "factory", "inferred", "unknown", "none"] = "unknown"
     required: list[str] = Field(default_factory=list, description="constructor arguments needed")
     reason: str | None = None
+    status: BuildStatus = Field(
+        default="untried",
+        description="untried: a plan read from the code (static knowledge); built: the "
+        "audit built and fed it this way; failed: the audit tried and it raised (error)",
+    )
+    error: str | None = Field(default=None, description="why the build failed, when it did")
+    needs: str | None = Field(
+        default=None,
+        description="what building it needs when it failed or cannot be planned, and how",
+    )
 
     @property
     def buildable(self) -> bool:
-        return self.how != "needs-arguments"
+        return self.how not in ("needs-arguments", "notebook") and self.status != "failed"
 
 
 class ModuleClass(BaseModel):
@@ -102,9 +131,10 @@ class ModuleClass(BaseModel):
 
     name: str
     path: str
-    line: int
+    line: int = Field(description="its line (in a notebook: the line in its cell)")
+    cell: int | None = Field(default=None, description="the code cell, for a notebook")
     bases: list[str]
-    kind: Literal["module", "lightning", "transformers", "diffusers"] = "module"
+    kind: Literal["module", "lightning", "transformers", "diffusers", "loss"] = "module"
     top_level: bool = Field(description="not used as a part of another module of the project")
     forward_inputs: int | None = Field(
         default=None, description="required inputs of forward, if known"

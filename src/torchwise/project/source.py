@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 #: Top-level calls that are harmless at import time (seeding, logging, warnings, paths).
@@ -57,11 +58,18 @@ class FileFacts:
     path: str
     lines: int
     imports: dict[str, int] = field(default_factory=dict)  # top-level package -> first line
+    #: every module imported, dotted (``torch.utils.tensorboard``; ``from a.b import c``
+    #: gives ``a.b`` and ``a.b.c``), for dependencies a package brings only through one
+    modules: set[str] = field(default_factory=set)
+    #: calls that give built instances to a constructor, with what each argument carries
+    #: (:func:`_assembled`): how builders and notebooks assemble a model from its parts
+    assembled: list[tuple[str, tuple[Carried, ...]]] = field(default_factory=list)
     classes: list[ClassFacts] = field(default_factory=list)
     functions: list[FunctionFacts] = field(default_factory=list)
     imported: set[str] = field(default_factory=set)  # the names its imports bind
     import_risk: str | None = None  # why importing it would run more than definitions
     trains: bool = False
+    downloads: bool = False  # fetches or unpacks data (a dataset preparation script)
     parse_error: str | None = None
 
 
@@ -78,10 +86,12 @@ def _dotted(node: ast.expr) -> str | None:
     return None  # a call (six.with_metaclass(...)), a literal: no name to resolve
 
 
-def _import_map(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, int]]:
-    """Local alias -> dotted origin, and top-level package -> first import line."""
+def _import_map(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, int], set[str]]:
+    """Local alias -> dotted origin, top-level package -> first import line, and every
+    dotted module imported (absolute imports only)."""
     aliases: dict[str, str] = {}
     packages: dict[str, int] = {}
+    modules: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -89,14 +99,17 @@ def _import_map(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, int]]:
                     alias.name if alias.asname else alias.name.split(".")[0]
                 )
                 packages.setdefault(alias.name.split(".")[0], node.lineno)
+                modules.add(alias.name)
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level == 0 and module:
                 packages.setdefault(module.split(".")[0], node.lineno)
+                modules.add(module)
+                modules.update(f"{module}.{alias.name}" for alias in node.names)
             for alias in node.names:
                 origin = f"{module}.{alias.name}" if module else alias.name
                 aliases[alias.asname or alias.name] = origin if node.level == 0 else alias.name
-    return aliases, packages
+    return aliases, packages, modules
 
 
 def resolve(name: str, aliases: dict[str, str]) -> str:
@@ -214,6 +227,98 @@ def _function_facts(
     )
 
 
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of one scope (a module or a function), without nested definitions."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+#: What one argument of a constructor call carries: the classes built into it, and
+#: whether it is a collection of them (a list, ``nn.ModuleList``, a variable appended to).
+Carried = tuple[frozenset[str], bool]
+
+_COLLECTIONS = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.GeneratorExp, ast.Dict, ast.Starred)
+_CONTAINERS = frozenset({"ModuleList", "Sequential", "ModuleDict", "list", "tuple", "dict"})
+
+
+@dataclass
+class _Scope:
+    """What the variables of one scope hold: the classes built into them."""
+
+    aliases: dict[str, str]
+    held: dict[str, set[str]] = field(default_factory=dict)
+    collected: set[str] = field(default_factory=set)  # variables that hold several
+
+    def built(self, expression: ast.AST) -> set[str]:
+        names: set[str] = set()
+        for child in ast.walk(expression):
+            if isinstance(child, ast.Call) and (callee := _dotted(child.func)):
+                names.add(resolve(callee, self.aliases).rpartition(".")[2])
+            elif isinstance(child, ast.Name):
+                names |= self.held.get(child.id, set())
+        return names
+
+    def is_collection(self, expression: ast.AST) -> bool:
+        if isinstance(expression, _COLLECTIONS):
+            return True
+        if isinstance(expression, ast.Name):
+            return expression.id in self.collected
+        if isinstance(expression, ast.Call) and (callee := _dotted(expression.func)):
+            return callee.rpartition(".")[2] in _CONTAINERS
+        return False
+
+    def hold(self, name: str, expression: ast.AST, *, many: bool = False) -> None:
+        self.held[name] = self.held.get(name, set()) | self.built(expression)
+        if many or self.is_collection(expression):
+            self.collected.add(name)
+
+    def follow(self, node: ast.AST) -> None:
+        """Record what an assignment or an ``.append`` puts into a variable."""
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.hold(target.id, node.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            self.hold(node.target.id, node.value, many=True)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend", "insert")
+            and isinstance(node.func.value, ast.Name)
+        ):
+            for argument in node.args:
+                self.hold(node.func.value.id, argument, many=True)
+
+
+def _assembled(tree: ast.Module, aliases: dict[str, str]) -> list[tuple[str, tuple[Carried, ...]]]:
+    """Each constructor-like call with what its arguments carry, per scope (a function or
+    the module's top level), following variables and ``.append``: a builder's
+    ``Encoder(d, nn.ModuleList(blocks))`` or a notebook's ``Seq2Seq(enc, dec)``."""
+    calls: list[tuple[str, tuple[Carried, ...]]] = []
+    scopes: list[ast.AST] = [tree]
+    scopes += [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope_node in scopes:
+        nodes = list(_scope_nodes(scope_node))
+        scope = _Scope(aliases)
+        for _ in range(3):  # variables built from variables: a few rounds reach a fixed point
+            for node in nodes:
+                scope.follow(node)
+        for node in nodes:
+            if isinstance(node, ast.Call) and (callee := _dotted(node.func)):
+                whole = resolve(callee, aliases).rpartition(".")[2]
+                carried = tuple(
+                    (frozenset(scope.built(argument) - {whole}), scope.is_collection(argument))
+                    for argument in [*node.args, *(k.value for k in node.keywords)]
+                )
+                if any(parts for parts, _ in carried):
+                    calls.append((whole, carried))
+    return calls
+
+
 def _is_main_guard(node: ast.If) -> bool:
     test = node.test
     return (
@@ -271,6 +376,22 @@ def _risk(body: list[ast.stmt]) -> str | None:
     return None
 
 
+#: Calls that fetch or unpack data: a script making them prepares a dataset.
+_DOWNLOADS = re.compile(
+    r"(^|\.)(download\w*|urlretrieve|urlopen|extractall|unpack_archive|load_dataset)$"
+    r"|^(wget|gdown|requests)\.(download|get)$"
+)
+
+
+def _downloads(nodes: list[ast.AST]) -> bool:
+    return any(
+        isinstance(child, ast.Call)
+        and (name := _dotted(child.func)) is not None
+        and _DOWNLOADS.search(name) is not None
+        for child in nodes
+    )
+
+
 def _trains(nodes: list[ast.AST]) -> bool:
     attributes = {
         child.func.attr
@@ -291,7 +412,7 @@ def analyse(source: str, path: str) -> FileFacts:
     # One walk over the tree: each top-level statement's nodes, reused by every fact.
     per_statement = [(statement, list(ast.walk(statement))) for statement in tree.body]
     every = [node for _, nodes in per_statement for node in nodes]
-    aliases, facts.imports = _import_map(every)
+    aliases, facts.imports, facts.modules = _import_map(every)
     facts.imported = set(aliases)
     for statement, nodes in per_statement:
         if isinstance(statement, ast.ClassDef):
@@ -300,4 +421,6 @@ def analyse(source: str, path: str) -> FileFacts:
             facts.functions.append(_function_facts(statement, nodes, aliases))
     facts.import_risk = _risk(tree.body)
     facts.trains = _trains(every)
+    facts.downloads = _downloads(every)
+    facts.assembled = _assembled(tree, aliases)
     return facts

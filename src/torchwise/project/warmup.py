@@ -14,8 +14,9 @@ import contextlib
 
 
 def warm_up() -> None:
-    import torch
+    from torchwise.deps import import_torch
 
+    torch = import_torch()  # its import warnings hidden: they would reach the user's stderr
     from torchwise.model import summarize
 
     model = torch.nn.Sequential(

@@ -10,12 +10,13 @@ from torchwise.project.schema import (
     ModelAudit,
     ModuleClass,
     Package,
+    ProjectCommand,
     ProjectKnowledge,
     ProjectReport,
     TorchRuntime,
 )
 
-PURPOSE_ORDER = ("train", "evaluate", "test", "export", "profile")
+PURPOSE_ORDER = ("train", "evaluate", "test", "export", "profile", "prepare", "run")
 LAYOUT_LABELS = (
     ("model_dirs", "model dirs"),
     ("checkpoint_dirs", "checkpoint dirs"),
@@ -30,8 +31,7 @@ def _plain(text: str) -> str:
     return text
 
 
-def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
-    """How torchwise builds a module, in a few words (``code`` formats names and code)."""
+def _recipe(plan: BuildPlan, code: Callable[[str], str]) -> str | None:
     if plan.how == "configured":
         return f"configured as {code(plan.target or '?')}"
     if plan.how == "default":
@@ -39,8 +39,48 @@ def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
     if plan.how == "factory":
         return f"factory {code((plan.target or '?').rpartition(':')[2] + '()')}"
     if plan.how == "config-class":
-        return f"built as {code(plan.build or '?')}"
-    return plan.reason or "needs arguments"
+        return f"{code(plan.build or '?')}"
+    return None
+
+
+def plan_text(plan: BuildPlan, code: Callable[[str], str] = _plain) -> str:
+    """How torchwise builds a module, in a few words (``code`` formats names and code).
+
+    A recipe is stated as one only once it was tried and worked; a plan read from the
+    code says it was not tried; a build that failed says what it needs.
+    """
+    recipe = _recipe(plan, code)
+    if plan.status == "failed":
+        return f"needs {plan.needs}" if plan.needs else f"failed: {plan.error}"
+    if recipe is None:
+        return plan.reason or "needs arguments"
+    if plan.status == "built":
+        fed = f", fed {', '.join(code(s) for s in plan.inputs)}" if plan.inputs else ""
+        return f"built with {recipe}{fed}"
+    if plan.how == "configured":
+        return f"not tried: {recipe}"
+    return f"not tried: would build with {recipe}"
+
+
+def command_text(command: ProjectCommand, code: Callable[[str], str] = _plain) -> str:
+    """``python train.py`` in ``pygcn/``: what it does."""
+    where = f" in {code(command.cwd + '/')}" if command.cwd != "." else ""
+    what = f": {command.description}" if command.description else ""
+    return f"{code(command.command)}{where}{what}"
+
+
+def module_where(module: ModuleClass) -> str:
+    """``model.py:12``, or ``nb.ipynb:cell 4:2`` for a notebook (as review writes it)."""
+    if module.cell is not None:
+        return f"{module.path}:cell {module.cell}:{module.line}"
+    return f"{module.path}:{module.line}"
+
+
+def libraries_text(packages: list[Package]) -> str:
+    """The libraries without a known role, in one line: ``tqdm (3), lmdb (declared)``."""
+    return ", ".join(
+        f"{p.name} ({p.imported_by})" if p.imported_by else f"{p.name} (declared)" for p in packages
+    )
 
 
 def module_role(module: ModuleClass) -> str:
@@ -54,6 +94,8 @@ def package_text(package: Package) -> str:
     imported = (
         f"imported by {package.imported_by} file(s)" if package.imported_by else "not imported"
     )
+    if package.via and package.imported_by:
+        imported += f" (needed by {package.via})"
     return f"{declared}, {installed}, {imported}"
 
 

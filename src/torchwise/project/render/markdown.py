@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from torchwise.project.render.common import (
     LAYOUT_LABELS,
+    command_text,
     doctor_line,
     headline,
+    libraries_text,
     model_line,
     module_role,
+    module_where,
     package_text,
     plan_text,
     torch_text,
@@ -35,8 +38,11 @@ def knowledge_markdown(k: ProjectKnowledge, *, heading: str = "##") -> str:
     lines.append(f"- **torch**: {torch_text(k.torch)}")
     lines.append(f"- **python**: {k.python or 'not declared'}")
     for package in k.stack:
-        if package.name != "torch":
+        if package.name != "torch" and package.role != "library":
             lines.append(f"- **{package.name}** ({package.role}): {package_text(package)}")
+    others = [p for p in k.stack if p.role == "library"]
+    if others:
+        lines.append(f"- other libraries (files importing each): {libraries_text(others)}")
     lines.append("")
     for field, label in LAYOUT_LABELS:
         values: list[str] = getattr(k.layout, field)
@@ -45,7 +51,7 @@ def knowledge_markdown(k: ProjectKnowledge, *, heading: str = "##") -> str:
     lines += ["", f"{heading}# Commands", ""]
     if k.commands:
         for command in k.commands:
-            lines.append(f"- {command.purpose}: {_code(command.command)} ({command.source})")
+            lines.append(f"- {command.purpose}: {command_text(command, _code)} ({command.source})")
     else:
         lines.append("None documented (Makefile, pyproject scripts, README, CI files).")
     lines += ["", f"{heading}# Models", ""]
@@ -58,7 +64,7 @@ def knowledge_markdown(k: ProjectKnowledge, *, heading: str = "##") -> str:
         for module in top:
             inputs = ", ".join(_code(spec) for spec in module.build.inputs) or "-"
             lines.append(
-                f"| `{module.name}` | `{module.path}:{module.line}` | {module_role(module)} | "
+                f"| `{module.name}` | `{module_where(module)}` | {module_role(module)} | "
                 f"{_cell(plan_text(module.build, _code))} | {_cell(inputs)} |"
             )
         parts = [m.name for m in k.modules if m not in top]

@@ -6,10 +6,13 @@ from collections.abc import Callable
 
 from torchwise.project.render.common import (
     LAYOUT_LABELS,
+    command_text,
     doctor_line,
     headline,
+    libraries_text,
     model_line,
     module_role,
+    module_where,
     package_text,
     plan_text,
     torch_text,
@@ -30,10 +33,16 @@ def _plain(text: str, style: str) -> str:
 def knowledge_lines(k: ProjectKnowledge, paint: Paint = _plain) -> list[str]:
     lines = [paint(f"torchwise project: {k.name}", "bold") + f"  ({k.root})", verdict_text(k), ""]
     lines.append(paint("Stack", "bold"))
-    for package in k.stack:
+    known = [p for p in k.stack if p.role != "library"]
+    for package in known:
         lines.append(f"  {package.name:<22} {package.role:<22} {package_text(package)}")
+    others = [p for p in k.stack if p.role == "library"]
+    if others:
+        lines.append(
+            f"  {'other libraries':<22} {'(files importing)':<22} {libraries_text(others)}"
+        )
     if not k.stack:
-        lines.append("  (no known libraries declared or imported)")
+        lines.append("  (no libraries declared or imported)")
     lines.append(f"  {'python':<22} {'requires':<22} {k.python or 'not declared'}")
     lines += ["", paint("Torch", "bold"), f"  {torch_text(k.torch)}"]
     lines += ["", paint("Layout", "bold")]
@@ -42,14 +51,16 @@ def knowledge_lines(k: ProjectKnowledge, paint: Paint = _plain) -> list[str]:
         lines.append(f"  {label:<18} {', '.join(values) if values else '-'}")
     lines += ["", paint("Commands", "bold")]
     for command in k.commands:
-        lines.append(f"  {command.purpose:<9} {command.command}  " + paint(command.source, "dim"))
+        lines.append(
+            f"  {command.purpose:<9} {command_text(command)}  " + paint(command.source, "dim")
+        )
     if not k.commands:
         lines.append("  (none found in Makefile, pyproject scripts, README or CI files)")
     top = sum(m.top_level for m in k.modules)
     lines += ["", paint(f"Modules ({len(k.modules)}, {top} top-level)", "bold")]
     width = max([len(m.name) for m in k.modules] + [8])
     for module in k.modules:
-        where = f"{module.path}:{module.line}"
+        where = module_where(module)
         lines.append(
             f"  {module.name:<{width}} {module_role(module):<22} {plan_text(module.build)}  "
             + paint(where, "dim")
