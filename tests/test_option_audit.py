@@ -49,6 +49,8 @@ TRIPWIRES = {
     "torchwise.project.gather_knowledge": "reading the project",
     "torchwise.agents.install.install": "writing the agent files",
     "mcp.server.MCPServer.run": "serving MCP",
+    "torchwise.run.run_script": "running the script",
+    "torchwise.server.build_server": "serving the editor",
 }
 
 NET = """\
@@ -88,6 +90,8 @@ BASE: dict[str, Base] = {
     "project": Base((".",)),
     "mcp": Base((), ("--root", ".")),
     "agents install": Base((), ("--root", ".")),
+    "run": Base(("train.py",)),
+    "server": Base(),
 }
 
 #: What a path parameter is for, which decides the bad values it admits.
@@ -101,6 +105,8 @@ PATH_ROLES: dict[str, str] = {
     "ckpt inspect PATH": "input-file",
     "ckpt scan PATHS": "inputs",
     "ckpt convert PATH": "input-file",
+    "run SCRIPT": "input-script",
+    "tune --train-script": "input-script",
     "ckpt convert --output": "output-file",
     "doc --markdown": "output-file",
     "tests --output": "output-file",
@@ -164,6 +170,9 @@ STRING_BAD: dict[str, list[tuple[str, list[str]]]] = {
     "--max-memo": _BUDGET,
     "--max-depth": _BUDGET,
     "--max-seconds": _BUDGET,
+    "run -m": [("a missing module", ["no_such_module_for_the_audit"])],
+    "run SCRIPT_ARGS": [],  # any words: they are the script's own arguments
+    "run --explain": [("an unknown check", ["TWR999"])],
 }
 
 #: Combinations of valid values that contradict each other.
@@ -186,12 +195,6 @@ _FIXED_ON_OTHER_BRANCHES: dict[str, str] = {
     "doc: --write and --check": "doctor",
     "doctor --target-spec: a batch other than the input's": "doctor",
     "doctor --causal: a dim beyond the input's rank": "doctor",
-    "tune --knobs: an unknown knob": "tune",
-    "tune --skip: an unknown knob": "tune",
-    "tune --compile-backend: an unknown backend": "tune",
-    "tune --lr-range: a reversed range": "tune",
-    "ckpt scan --allow: not a global name": "ckpt",
-    "ckpt convert --allow: not a global name": "ckpt",
     # found by this audit, in no brief: for the helper whose commands they are
     "doctor --loss: an unknown loss": "doctor",
     "inspect --scaling: an unknown dim": "doctor",
@@ -209,16 +212,6 @@ _FIXED_ON_OTHER_BRANCHES: dict[str, str] = {
     "tests --loss: an unknown loss": "doctor",
     "tests --output: a parent that is a file": "doctor",
     "tests --output: a place nothing can be written": "doctor",
-    "ckpt inspect PATH: an unreadable file": "ckpt",  # in its brief
-    "ckpt convert PATH: an unreadable file": "ckpt",
-    "ckpt scan PATHS: an unreadable file": "ckpt",
-    "ckpt inspect --max-seconds: a negative limit": "ckpt",
-    "ckpt scan --max-bytes: a negative limit": "ckpt",
-    "ckpt scan --max-opcodes: a negative limit": "ckpt",
-    "ckpt scan --max-memo: a negative limit": "ckpt",
-    "ckpt scan --max-depth: a negative limit": "ckpt",
-    "ckpt scan --max-seconds: a negative limit": "ckpt",
-    "ckpt convert --max-seconds: a negative limit": "ckpt",
 }
 
 #: What an OSError's line says: "cannot read PATH: reason" / "cannot write PATH: reason".
@@ -282,6 +275,11 @@ _PATH_BAD: dict[str, list[tuple[str, list[str]]]] = {
         ("a missing file", ["nope.pt"]),
         ("a directory for a file", ["somedir"]),
         ("an unreadable file", ["unreadable.pt"]),
+    ],
+    "input-script": [
+        ("a missing file", ["nope.py"]),
+        ("a directory for a file", ["somedir"]),
+        ("an unreadable file", ["unreadable.py"]),
     ],
     "input-dir": [("a missing directory", ["nope"]), ("a file for a directory", ["net.py"])],
     "output-file": [

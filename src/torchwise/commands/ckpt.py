@@ -40,10 +40,15 @@ def budget_options(command: F) -> F:
     wrapped: Any = run
     for flag, field, what in reversed(Budgets.FLAGS):
         default = getattr(DEFAULT_BUDGETS, field)
+        limit = (
+            click.FloatRange(min=0, min_open=True)
+            if isinstance(default, float)
+            else click.IntRange(min=min(1, default))  # --max-depth 0: no limit
+        )
         wrapped = click.option(
             flag,
             field,
-            type=type(default),
+            type=limit,
             default=default,
             show_default=True,
             metavar="N",
@@ -58,6 +63,12 @@ def _existing(paths: tuple[str, ...]) -> list[Path]:
     for path in paths:
         if not Path(path).exists():
             raise TorchwiseError(f"{path}: no such file or directory")
+        if Path(path).is_file():
+            try:
+                with open(path, "rb") as handle:
+                    handle.read(1)
+            except OSError as exc:
+                raise TorchwiseError(f"cannot read {path}: {exc.strerror or exc}") from None
     return [Path(p) for p in paths]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import importlib.util
 import os
 import signal
 import subprocess
@@ -41,6 +42,11 @@ def check_target(script: str | os.PathLike[str] | None, module: str | None) -> T
     if module is not None:
         if not all(part.isidentifier() for part in module.split(".")):
             raise TorchwiseError(f"{module!r} is not a module name", hint="e.g. -m package.train")
+        if not _findable(module.partition(".")[0]):
+            raise TorchwiseError(
+                f"no module named {module.partition('.')[0]!r} here or on the Python path",
+                hint="run from the directory that holds the package",
+            )
         return Target(None, module, ())
     path = Path(str(script))
     if not path.exists():
@@ -52,7 +58,20 @@ def check_target(script: str | os.PathLike[str] | None, module: str | None) -> T
         path = main
     elif path.suffix not in (".py", ".pyw", ""):
         raise TorchwiseError(f"{path} is not a Python script", hint="torchwise run runs .py files")
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise TorchwiseError(f"cannot read {path}: {exc.strerror or exc}") from None
     return Target(str(path), None, ())
+
+
+def _findable(top: str) -> bool:
+    """Whether ``python -m`` run here could import the top-level package ``top``
+    (the working directory, then the path), without importing anything."""
+    if Path(top).is_dir() or Path(f"{top}.py").is_file():
+        return True
+    return importlib.util.find_spec(top) is not None
 
 
 def run_script(

@@ -270,7 +270,9 @@ def read_train_script(path: str | Path, device: str = "cpu") -> TrainScript:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise TorchwiseError(f"--train-script: cannot read {file}: {reason}") from None
+        raise TorchwiseError(
+            f"cannot read {file}: {reason}", hint="--train-script names the training script"
+        ) from None
     try:
         anchors = find_anchors(source)
     except SyntaxError as exc:
