@@ -93,6 +93,14 @@ _GRAPH_KEEPING = {
     "squeeze_", "unsqueeze_", "view_as", "reshape_as", "expand_as", "__getitem__", "chunk",
     "split", "narrow", "select", "masked_fill", "type_as", "abs", "neg", "norm", "max", "min",
 }  # fmt: skip
+#: Tensor methods that select or rearrange values without changing them: a
+#: softmax's probabilities stay probabilities (``pi.gather(1, a)``).
+_VALUE_KEEPING = {
+    "to", "float", "double", "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat",
+    "t", "transpose", "permute", "contiguous", "clone", "flip", "squeeze_", "unsqueeze_",
+    "view_as", "reshape_as", "expand_as", "__getitem__", "narrow", "select", "flatten",
+    "gather", "index_select", "take_along_dim", "masked_select", "take",
+}  # fmt: skip
 _DETACHING = {"detach", "item", "tolist", "numpy", "data", "detach_"}
 _DROPOUT_LAYER = re.compile(r"^torch\.nn\.(\w*Dropout\w*|Transformer\w*)$")
 _NORM_LAYER = re.compile(r"^torch\.nn\.(BatchNorm\w*|SyncBatchNorm|LazyBatchNorm\w*)$")
@@ -491,9 +499,10 @@ class ValueReader(TensorReader):
                 return Value(F.TENSOR, tensor=info, node=call)
             if method in _DETACHING:
                 return Value(F.TENSOR)
+            if method in _VALUE_KEEPING:
+                return receiver.but(kind=kind, tensor=info, node=call)
             if method in _GRAPH_KEEPING:
-                kept = receiver.but(activation=None) if method not in {"to", "float"} else receiver
-                return kept.but(tensor=info, node=call)
+                return receiver.but(activation=None, tensor=info, node=call)
             if info is None:
                 return None
             # Any other tensor method (gather, matmul, new_*): a tensor, still on the graph.

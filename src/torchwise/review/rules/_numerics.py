@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import ast
+from typing import Any
 
 from torchwise.findings import Applicability, Fix
 from torchwise.review.engine import facts as F
@@ -196,6 +197,14 @@ def loss_input(call: ast.Call) -> ast.expr | None:
     return None if item is None else item.value
 
 
+class _LayersFeedingLosses:
+    """Per file: (rule code, line of a model's output activation, the loss, the
+    activation) -> the lines of the losses it feeds."""
+
+    def __init__(self) -> None:
+        self.losses: dict[tuple[str, int, str, str], list[int]] = {}
+
+
 class LossInputRule(Rule, abc.ABC):
     """Shared handlers: track assignments, then check each loss call's input."""
 
@@ -229,14 +238,24 @@ class LossInputRule(Rule, abc.ABC):
             return
         at = value.activation_at
         if at is not None and at[0] is None:
-            # The layer is in this file: report where the fix belongs, the layer.
-            where: ast.AST = _line_marker(ctx, at[1])
-            note = f" (the model's output ends in it; the loss is at line {node.lineno})"
-        else:
-            where = node
-            place = "" if at is None else f" at {at[0]}:{at[1]}"
-            note = f" (the model's output ends in it{place})"
-        self.check(where, loss, value.activation, ctx, note)
+            # The layer is in this file: report where the fix belongs, the layer,
+            # once, naming every loss it feeds (at the end of the module).
+            key = (self.code, at[1], loss, value.activation)
+            ctx.helper(_LayersFeedingLosses).losses.setdefault(key, []).append(node.lineno)
+            return
+        place = "" if at is None else f" at {at[0]}:{at[1]}"
+        note = f" (the model's output ends in it{place})"
+        self.check(node, loss, value.activation, ctx, note)
+
+    def leave_module(self, module: Any, ctx: Context) -> None:
+        fed = ctx.helper(_LayersFeedingLosses).losses
+        for (code, line, loss, activation), lines in sorted(fed.items()):
+            if code != self.code:
+                continue
+            where = "line" if len(lines) == 1 else "lines"
+            listed = ", ".join(str(n) for n in sorted(set(lines)))
+            note = f" (the model's output ends in it; the loss is at {where} {listed})"
+            self.check(_line_marker(ctx, line), loss, activation, ctx, note)
 
     @abc.abstractmethod
     def check(
