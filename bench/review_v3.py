@@ -67,6 +67,8 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "resume-incomplete-state": ("TW603",),
     "default-tensor-type-cuda": ("TW712",),
     "argparse-flag-always-true": ("TW611",),
+    "argparse-wrong-type": ("TW613",),
+    "argparse-missing-type": ("TW613",),
     "launcher-local-rank-arg": ("TW612",),
     "gym-api-mismatch": ("TW148",),
     # semantic
