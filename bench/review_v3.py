@@ -207,9 +207,8 @@ def _recall(bugs: list[dict[str, str]], findings: dict, args: argparse.Namespace
 
     print(f"half: {args.half}")
     print(f"recall, all bugs: {share(bugs)}")
-    print(
-        f"  result-changing or crashing: {share([r for r in bugs if r['impact'] in ('results', 'crash')])}"
-    )
+    harmful = [r for r in bugs if r["impact"] in ("results", "crash")]
+    print(f"  result-changing or crashing: {share(harmful)}")
     print(f"  semantic: {share([r for r in bugs if r['semantic'] == 'yes'])}")
     print(f"  not semantic: {share([r for r in bugs if r['semantic'] != 'yes'])}")
     for impact in sorted({row["impact"] for row in bugs}):
@@ -308,12 +307,13 @@ def _torchfix(bugs: list[dict[str, str]], files: dict, roots: dict[str, Path]) -
                     lines.append(int(parts[1]))
             total_findings += len(lines)
             for row in bugs:
-                if row["repo"] == repo and row["path"] == path:
-                    if any(abs(int(row["line"]) - line) <= NEAR for line in lines):
-                        hit += 1
+                same_file = row["repo"] == repo and row["path"] == path
+                if same_file and any(abs(int(row["line"]) - line) <= NEAR for line in lines):
+                    hit += 1
     semantic = sum(1 for r in bugs if r["semantic"] == "yes")
     print(
-        f"\nTorchFix: {total_findings} findings; {hit} of {len(bugs)} bugs have one within {NEAR} lines"
+        f"\nTorchFix: {total_findings} findings; {hit} of {len(bugs)} bugs have one "
+        f"within {NEAR} lines"
     )
     print(f"  ({semantic} of the bugs are semantic)")
 

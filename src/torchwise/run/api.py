@@ -14,8 +14,8 @@ compare what each rank recorded.
 from __future__ import annotations
 
 import contextlib
-import json
 import importlib.util
+import json
 import os
 import signal
 import subprocess

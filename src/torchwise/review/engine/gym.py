@@ -21,7 +21,7 @@ _GYMS = ("gym.", "gymnasium.")
 
 
 def env_library(expr: ast.expr, ctx: Context) -> str | None:
-    """"gym" or "gymnasium" when ``expr`` is an environment one of them made."""
+    """ "gym" or "gymnasium" when ``expr`` is an environment one of them made."""
     value = ctx.value_of(expr)
     origin = "" if value is None else (value.origin or "")
     if not origin.startswith(_GYMS):

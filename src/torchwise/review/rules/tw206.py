@@ -127,6 +127,8 @@ def _named_like_a_size(arg: ast.expr) -> bool:
     """``n``, ``num_classes``, ``batch_size``, ``self.hidden_dim``..."""
     name = arg.attr if isinstance(arg, ast.Attribute) else getattr(arg, "id", "")
     lowered = name.lower()
-    return lowered in {"n", "k", "b", "d"} or lowered.startswith(("n_", "num", "len")) or (
-        lowered.endswith(("size", "dim", "len", "count", "length"))
+    return (
+        lowered in {"n", "k", "b", "d"}
+        or lowered.startswith(("n_", "num", "len"))
+        or (lowered.endswith(("size", "dim", "len", "count", "length")))
     )
