@@ -208,6 +208,9 @@ class Tracker:
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
             return
         method = call.func.attr
+        if method == "eval" and not call.args and not call.keywords:
+            self._evaluated_is_a_model(call.func.value)
+            return
         if method not in {"to", "cuda", "cpu"}:
             return
         ctx = self.ctx
@@ -251,6 +254,22 @@ class Tracker:
             ctx.module.freezes.append(
                 F.FreezeFacts(node, name, ctx.value_of(owner), ctx.function, ctx.branch, partial)
             )
+
+    def _evaluated_is_a_model(self, receiver: ast.expr) -> None:
+        """``model.eval()`` as a statement: whatever a project factory returned
+        (``model = get_model(cfg)``), an object put in evaluation mode is a
+        model. Tensors have no ``eval``; a project class that is not a module
+        keeps its own meaning."""
+        ctx = self.ctx
+        if ctx.dotted(receiver) is None or ctx.qualname(receiver) is not None:
+            return
+        value = ctx.value_of(receiver)
+        guessed = value is not None and "guessed" in value.flags
+        if value is not None and value.kind not in (None, F.OUTPUT, F.TENSOR) and not guessed:
+            return
+        if value is not None and value.kind is None and value.origin is not None:
+            return  # an instance of a class the index knows (or a library's)
+        ctx.bind(receiver, Value(F.MODULE, node=receiver))
 
     def _optimised_is_a_model(self, name: str) -> None:
         """``Adam(D.parameters())``: whatever ``D`` is, it is a model."""

@@ -108,6 +108,8 @@ SHADOWED = ""  # the import binding of a name that code reassigned
 UNSET: Any = object()  # not computed yet (None is a value)
 #: A value known only from its name (`model`, `optimizer`): what it most likely is.
 _GUESSED = frozenset({"guessed"})
+#: A value taken off the graph (``.item()``, ``.numpy()``): no gradient flows back.
+DETACHED = frozenset({"detached"})
 #: The activation is the model's own last layer (not applied by this code).
 _MODEL_ACTIVATION = frozenset({"model_activation"})
 #: What a name holds after it is assigned a literal, a container or a
@@ -498,7 +500,7 @@ class ValueReader(TensorReader):
             if method in {"detach", "detach_"}:
                 return Value(F.TENSOR, tensor=info, node=call)
             if method in _DETACHING:
-                return Value(F.TENSOR)
+                return Value(F.TENSOR, flags=DETACHED)
             if method in _VALUE_KEEPING:
                 return receiver.but(kind=kind, tensor=info, node=call)
             if method in _GRAPH_KEEPING:

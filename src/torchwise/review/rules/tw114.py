@@ -94,8 +94,11 @@ class EvaluationWithGrad(Rule):
                 for effect in (E.BACKWARD, E.LEARNS, E.STEP)
             ):
                 continue
+            if any(_asks_for_gradients(call) for call in function.calls):
+                continue  # an attack, a saliency map: it needs the graph
             fact = ctx.project.function(function.target)
-            if fact is not None and fact.returns is not None and fact.returns.kind in _GRAPH:
+            returned = None if fact is None else fact.returns
+            if returned is not None and returned.kind in _GRAPH and "detached" not in returned.flags:
                 continue  # returns the model's output: a caller may train through it
             sites = ctx.project.callers(function.target)
             if sites and all(site.fact.no_grad for site in sites):
@@ -122,6 +125,17 @@ class EvaluationWithGrad(Rule):
 
 
 _GRAPH = {F.OUTPUT, F.LOSS, F.TENSOR}
+#: Calls that take gradients without ``backward``.
+_GRADIENTS = re.compile(
+    r"^torch\.(autograd\.(grad|functional\.\w+)|func\.\w*(grad|jac|vjp|jvp)\w*)$"
+)
+
+
+def _asks_for_gradients(call: F.CallEvent) -> bool:
+    """``torch.autograd.grad(...)``, ``torch.func.grad``, ``x.requires_grad_()``."""
+    if call.method == "requires_grad_":
+        return True
+    return call.qualname is not None and _GRADIENTS.match(call.qualname) is not None
 
 
 def _where(function: F.FunctionFacts, first: F.CallEvent) -> ast.AST:
