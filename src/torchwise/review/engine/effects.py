@@ -31,6 +31,9 @@ LEARNS = "learns"
 DETERMINISTIC = "deterministic"
 BUILDS_MODEL = "builds_model"
 BUILDS_OPTIMIZER = "builds_optimizer"
+#: Runs a model with autograd on (not under ``no_grad``). The index drops it
+#: from a callee called under ``no_grad`` and from a ``no_grad`` function.
+MODEL_CALL_WITH_GRAD = "model_call_with_grad"
 #: Generators that hold their own state: seeding one seeds nothing else.
 _LOCAL_GENERATORS = {
     "torch.Generator",
@@ -107,6 +110,31 @@ def is_seed(call: F.CallEvent) -> bool:
     return receiver is None or receiver.origin not in _LOCAL_GENERATORS
 
 
+#: Module methods that compute nothing through the model.
+_BOOKKEEPING = frozenset(
+    {
+        "eval", "train", "parameters", "named_parameters", "buffers", "named_buffers",
+        "children", "named_children", "modules", "named_modules", "state_dict",
+        "load_state_dict", "to", "cuda", "cpu", "half", "float", "double", "bfloat16",
+        "zero_grad", "apply", "register_buffer", "register_parameter", "add_module",
+        "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+        "register_backward_hook", "requires_grad_", "share_memory", "extra_repr",
+        "get_submodule", "get_parameter", "type", "init_hidden", "initHidden",
+        "reset_parameters", "save_pretrained", "to_empty", "save", "load", "summary",
+    }
+)  # fmt: skip
+
+
+def is_model_call_with_grad(call: F.CallEvent) -> bool:
+    """A model run with autograd on: called, or one of its parts or methods
+    (``model.encoder(src)``, ``model.decode(z)``)."""
+    if call.no_grad:
+        return False
+    if is_model_call(call):
+        return True
+    return call.receiver_kind == F.MODULE and call.method not in _BOOKKEEPING
+
+
 def builds_model(call: F.CallEvent) -> bool:
     return call.builds_model
 
@@ -144,6 +172,7 @@ PREDICATES = {
     EVAL: is_eval,
     TRAIN: is_train,
     MODEL_CALL: is_model_call,
+    MODEL_CALL_WITH_GRAD: is_model_call_with_grad,
     SEED: is_seed,
     SCALER: uses_scaler,
     LEARNS: learns,
@@ -164,7 +193,9 @@ _METHOD_EFFECTS = {
     "eval": frozenset({EVAL}),
     "train": frozenset({EVAL, TRAIN}),
 }
-_ANY_CALL_EFFECTS = frozenset({MODEL_CALL, SEED, SCALER, BUILDS_MODEL, BUILDS_OPTIMIZER})
+_ANY_CALL_EFFECTS = frozenset(
+    {MODEL_CALL, MODEL_CALL_WITH_GRAD, SEED, SCALER, BUILDS_MODEL, BUILDS_OPTIMIZER}
+)
 
 
 def direct_effects(call: F.CallEvent) -> list[str]:

@@ -405,9 +405,11 @@ class ProjectIndex:
         for call in fact.calls:
             target = self.ref_target(call.ref, path, fact.class_name)
             if target is not None and target != function_id:
-                found |= self.effects(target)
+                reached = self.effects(target)
+                found |= reached - {E.MODEL_CALL_WITH_GRAD} if call.no_grad else reached
         if fact.no_grad:
             found.add("no_grad")
+            found.discard(E.MODEL_CALL_WITH_GRAD)
         result = frozenset(found)
         self._effects[function_id] = result
         return result

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.effects import (
+    MODEL_CALL_WITH_GRAD,
     PREDICATES,
     is_backward,
     is_eval,
@@ -70,6 +71,8 @@ class Effects:
     def call_does(self, call: F.CallEvent, predicate_name: str, depth: int = 0) -> bool:
         if PREDICATES[predicate_name](call):
             return True
+        if predicate_name == MODEL_CALL_WITH_GRAD and call.no_grad:
+            return False  # whatever the callee runs, it runs under no_grad
         if call.target is not None and self.ctx is not None:
             return predicate_name in self.ctx.project.effects(call.target)
         name = local_callee(call)
@@ -81,6 +84,7 @@ class Effects:
             self._memo[key] = any(
                 self.call_does(inner, predicate_name, depth + 1)
                 for function in self.by_name[name]
+                if not (function.no_grad and predicate_name == MODEL_CALL_WITH_GRAD)
                 for inner in function.calls
             )
         return self._memo[key]

@@ -18,6 +18,7 @@ from torchwise.review.rules._evaluation import is_evaluation_function, model_cal
 from torchwise.review.rules._loops import (
     Effects,
     innermost_loop_is,
+    is_eval,
     is_model_call,
     is_optimizer_step,
     is_tensor_backward,
@@ -84,11 +85,10 @@ class EvaluationWithGrad(Rule):
         for function in module.functions:
             if function.in_module_class or function.no_grad:
                 continue
-            if not is_evaluation_function(function):
+            found = _evaluation(function, effects)
+            if found is None:
                 continue
-            models = [c for c in model_calls(function) if not c.no_grad and _known(c)]
-            if not models:
-                continue
+            where, what = found
             if any(
                 effects.region_does(function.calls, effect)
                 for effect in (E.BACKWARD, E.LEARNS, E.STEP)
@@ -98,12 +98,13 @@ class EvaluationWithGrad(Rule):
                 continue  # an attack, a saliency map: it needs the graph
             fact = ctx.project.function(function.target)
             returned = None if fact is None else fact.returns
-            if returned is not None and returned.kind in _GRAPH and "detached" not in returned.flags:
+            graph = returned is not None and returned.kind in _GRAPH
+            if graph and returned is not None and "detached" not in returned.flags:
                 continue  # returns the model's output: a caller may train through it
             sites = ctx.project.callers(function.target)
             if sites and all(site.fact.no_grad for site in sites):
                 continue
-            ctx.report(self, _where(function, models[0]), what=f"`{function.name}()`")
+            ctx.report(self, where, what=what)
 
     def leave_loop(self, loop: F.LoopFacts, ctx: Context) -> None:
         """A periodic test pass inside a training loop: `if step % 50 == 0: model(test_x)`."""
@@ -136,6 +137,32 @@ def _asks_for_gradients(call: F.CallEvent) -> bool:
     if call.method == "requires_grad_":
         return True
     return call.qualname is not None and _GRADIENTS.match(call.qualname) is not None
+
+
+def _evaluation(function: F.FunctionFacts, effects: Effects) -> tuple[ast.AST, str] | None:
+    """(where, what) when the function evaluates a known model with autograd on:
+    its name says it evaluates and it runs one, or it puts a model in
+    evaluation mode and then runs one, itself or through the project
+    functions it calls (``model.eval()`` then ``beam_search(src, model)``)."""
+    name = f"`{function.name}()`"
+    if is_evaluation_function(function):
+        models = [c for c in model_calls(function) if not c.no_grad and _known(c)]
+        if models:
+            return _where(function, models[0]), name
+    evals = [c for c in function.calls if is_eval(c) and c.receiver_kind in (F.MODULE, None)]
+    if not evals:
+        return None
+    after = [c for c in function.calls if c.line >= evals[0].line and c is not evals[0]]
+    for call in after:
+        if call.method == "train":
+            return None  # back to training: the evaluation was a pass inside it
+        if not call.no_grad and _known(call) and is_model_call(call):
+            return _where(function, call), name
+        if call.target is not None and effects.call_does(call, E.MODEL_CALL_WITH_GRAD):
+            callee = call.node.func
+            label = callee.attr if isinstance(callee, ast.Attribute) else ast.unparse(callee)
+            return call.node, f"{name} puts the model in evaluation mode, then `{label}()`"
+    return None
 
 
 def _where(function: F.FunctionFacts, first: F.CallEvent) -> ast.AST:
