@@ -102,7 +102,9 @@ _SUFFIXES = (".py", ".ipynb", "requirements.txt", ".toml", ".cfg")
 
 
 def extract(repository: Repository, into: Path | None = None) -> Path:
-    """The repository's Python files at the pinned commit, unpacked once.
+    """The repository's Python files at the pinned commit, unpacked once (and
+    its small files without an extension: scripts such as ``train``, which
+    review takes when they start with a Python shebang).
 
     Snapshots may lack their largest blobs (data files), so the wanted files
     are listed with ``git ls-tree`` and read one by one, not archived whole.
@@ -117,13 +119,17 @@ def extract(repository: Repository, into: Path | None = None) -> Path:
         raise SystemExit(f"{repository.name}: not under {MIRROR}; bring it with `fetch` first")
     git = ["git", f"--git-dir={git_dir}"]
     listing = subprocess.run(
-        [*git, "ls-tree", "-r", "-z", repository.commit], capture_output=True, check=True
+        [*git, "ls-tree", "-r", "-l", "-z", repository.commit], capture_output=True, check=True
     ).stdout.decode()
     blobs = []
     for entry in filter(None, listing.split("\0")):
         meta, path = entry.split("\t", 1)
-        if meta.split()[1] == "blob" and path.endswith(_SUFFIXES):
-            blobs.append((meta.split()[2], path))
+        _, kind, sha, size = meta.split()
+        if kind != "blob":
+            continue
+        script = "." not in Path(path).name and size.isdigit() and int(size) < 1_000_000
+        if path.endswith(_SUFFIXES) or script:
+            blobs.append((sha, path))
     partial = target.with_suffix(".part")
     shutil.rmtree(partial, ignore_errors=True)
     for sha, path in blobs:

@@ -159,6 +159,14 @@ def test_gitignored_and_virtualenv_files_are_skipped(project: Path) -> None:
     assert {str(f["path"]) for f in findings("scratch_1.py")} == {"scratch_1.py"}
 
 
+def test_extensionless_python_scripts_are_reviewed(project: Path) -> None:
+    (project / "train").write_text("#!/usr/bin/env python3\n" + BUGGY)
+    (project / "run").write_text("#!/bin/sh\npython train\n")
+    (project / "LICENSE").write_text("MIT\n")
+    paths = {str(f["path"]) for f in findings(".")}
+    assert paths == {"buggy.py", "train"}
+
+
 def test_fix_writes_safe_fixes_reparses_and_is_idempotent(project: Path) -> None:
     result = run("buggy.py", "--fix", "--no-cache")
     fixed = (project / "buggy.py").read_text()

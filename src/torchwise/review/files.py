@@ -2,7 +2,10 @@
 
 Directories are walked recursively, skipping virtual environments, build
 outputs, VCS folders and whatever ``.gitignore`` files along the way ignore.
-A path named explicitly on the command line is always reviewed.
+They give ``.py``, ``.pyi`` and ``.ipynb`` files, and scripts without an
+extension whose first line runs Python (``#!/usr/bin/env python3``: a
+repository's ``train`` and ``test``). A path named explicitly on the command
+line is always reviewed.
 """
 
 from __future__ import annotations
@@ -90,6 +93,20 @@ def _walk_dir(directory: Path, ignores: list[_IgnoreFile]) -> Iterator[Path]:
             yield from _walk_dir(path, active)
         elif entry.name.endswith(SUFFIXES) and entry.is_file():
             yield path
+        elif "." not in entry.name and entry.is_file() and _python_script(path):
+            yield path
+
+
+_SHEBANG = re.compile(rb"^#![^\n]*\bpython[\d.]*\b")
+
+
+def _python_script(path: Path) -> bool:
+    """A file whose first line is a Python shebang."""
+    try:
+        with open(path, "rb") as handle:
+            return _SHEBANG.match(handle.read(128)) is not None
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
