@@ -156,12 +156,15 @@ class GymStepApi(Rule):
             later = [at for at, _, store in uses.get(truncated, []) if not store and at >= line]
             if truncated != "_" and later:
                 continue  # read: kept
+            loop = _episode_loop(scope, node, terminated)
+            where = "" if loop is None else f" (the loop at line {loop})"
             ctx.report(
                 self,
                 node,
                 severity=Severity.WARNING,
                 problem=f"the time-limit flag is dropped: episodes end only when "
-                f"`{terminated}`, and a time limit never ends one (read `truncated` too)",
+                f"`{terminated}`{where}, and a time limit never ends one (read `truncated` too)",
+                loop_line=str(loop or line),
             )
         stores = [c for c in calls if c.method in _STORES]
         for node, name in done_flags:
@@ -181,6 +184,20 @@ class GymStepApi(Rule):
                         "terminal and the value target stops bootstrapping; store `terminated`",
                     )
                     break
+
+
+def _episode_loop(scope: ast.AST, step: ast.AST, terminated: str) -> int | None:
+    """The line of the innermost ``while`` around ``step`` whose test reads
+    ``terminated`` (``while not done:``)."""
+    line = getattr(step, "lineno", 0)
+    found = None
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.While) or not node.lineno < line <= (node.end_lineno or 0):
+            continue
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        if terminated in names and (found is None or node.lineno > found):
+            found = node.lineno
+    return found
 
 
 def _split(items: list[_T], scope: ast.AST) -> tuple[list[_T], list[_T]]:
