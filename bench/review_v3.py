@@ -68,6 +68,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "default-tensor-type-cuda": ("TW712",),
     "argparse-flag-always-true": ("TW611",),
     "argparse-wrong-type": ("TW613",),
+    "ecosystem-api-change": ("TW307",),
     "argparse-missing-type": ("TW613",),
     "launcher-local-rank-arg": ("TW612",),
     "gym-api-mismatch": ("TW148",),

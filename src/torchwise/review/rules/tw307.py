@@ -30,7 +30,9 @@ class YamlUnsafeLoad(Rule):
     ## Why is this bad?
     PyYAML's full loader builds arbitrary Python objects from tags such as
     `!!python/object/apply:os.system`: a config file becomes a program. Training
-    configs are exactly the files people download and share.
+    configs are exactly the files people download and share. Without a
+    `Loader` at all, `yaml.load(f)` raises `TypeError` on PyYAML 6 and later:
+    code written for PyYAML 5 no longer starts.
 
     ## Example
     ```python
@@ -80,4 +82,11 @@ class YamlUnsafeLoad(Rule):
             safe = "safe_load" if qualname == "yaml.load" else "safe_load_all"
             edit = rename_attribute(ctx, node.func, safe)
             fix = Fix(f"Use `yaml.{safe}`", (edit,), Applicability.UNSAFE)
-        ctx.report(self, node, fix=fix, callee=f"{qualname} without a Loader")
+        ctx.report(
+            self,
+            node,
+            fix=fix,
+            message="`{callee}` raises TypeError on PyYAML >= 6 (the argument is required), "
+            "and on older PyYAML constructs arbitrary Python objects; use `yaml.safe_load`",
+            callee=f"{qualname}` without a `Loader",
+        )
