@@ -82,6 +82,7 @@ class SeedNotReachingSpawnedProcesses(Rule):
             what, line, seed = found
             if (E.SEED if seed else E.DETERMINISTIC) in effects:
                 return
+            fact = ctx.project.function(target)
             ctx.report(
                 self,
                 node,
@@ -90,6 +91,7 @@ class SeedNotReachingSpawnedProcesses(Rule):
                 worker=ctx.text(worker),
                 again="seeds" if seed else "sets it",
                 state="starts from random state" if seed else "may pick nondeterministic kernels",
+                worker_line=str(fact.line if fact is not None else node.lineno),
             )
 
     def _parent_setting(self, node: ast.Call, ctx: Context) -> tuple[str, int, bool] | None:
