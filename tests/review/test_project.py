@@ -390,6 +390,77 @@ def test_a_top_level_training_script_that_never_seeds() -> None:
     assert codes(source, "TW604") == [(3, "TW604")]
 
 
+WORKER = """\
+    import torch
+
+
+    def train_worker(rank, model, loader, optimizer):
+        {seed}
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    """
+
+
+@pytest.mark.parametrize(
+    ("launch", "seed", "expected"),
+    [
+        ("torch.multiprocessing.spawn(train_worker, nprocs=2)", "pass", {("main.py", 6)}),
+        ("torch.multiprocessing.spawn(train_worker, nprocs=2)", "torch.manual_seed(rank)", set()),
+        ("app.run(train_worker)", "pass", {("main.py", 6)}),
+        ("multiprocessing.Process(target=train_worker).start()", "pass", {("main.py", 6)}),
+    ],
+)
+def test_training_in_a_function_another_runs(
+    tmp_path: Path, launch: str, seed: str, expected: set[tuple[str, int]]
+) -> None:
+    """mp.spawn(fn), Process(target=fn) and absl's app.run(fn) run fn: the script trains."""
+    main = textwrap.dedent(WORKER).format(seed=seed) + textwrap.dedent(
+        f"""\
+
+        if __name__ == "__main__":
+            import multiprocessing
+            from absl import app
+            {launch}
+        """
+    )
+    root = project(tmp_path, {"main.py": main})
+    found_here = {(path, line) for path, line, _ in found(root, select=("TW604",))}
+    assert found_here == expected
+
+
+def test_seeding_only_a_data_split_leaves_torch_unseeded(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "data.py": """\
+                import random
+
+
+                def split(lines):
+                    random.seed(1234)
+                    random.shuffle(lines)
+                    return lines[:10], lines[10:]
+                """,
+            "train.py": """\
+                import torch
+                from data import split
+
+                train, test = split(list(range(100)))
+                model = torch.nn.Linear(4, 2)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                """,
+        },
+    )
+    report = review_paths([root], ReviewSettings(select=("TW604",)), jobs=1)
+    [finding] = report.findings
+    assert finding.line == 6 and "never torch's" in finding.message
+
+
 def test_a_launcher_given_the_seed_seeds() -> None:
     source = """\
         import colossalai

@@ -31,6 +31,9 @@ LEARNS = "learns"
 DETERMINISTIC = "deterministic"
 BUILDS_MODEL = "builds_model"
 BUILDS_OPTIMIZER = "builds_optimizer"
+#: Seeds torch's generator, or may (a seed helper whose body is not known);
+#: ``random.seed``, ``np.random.seed`` and ``env.seed`` do not.
+SEEDS_TORCH = "seeds_torch"
 #: Runs a model with autograd on (not under ``no_grad``). The index drops it
 #: from a callee called under ``no_grad`` and from a ``no_grad`` function.
 MODEL_CALL_WITH_GRAD = "model_call_with_grad"
@@ -135,6 +138,19 @@ def is_model_call_with_grad(call: F.CallEvent) -> bool:
     return call.receiver_kind == F.MODULE and call.method not in _BOOKKEEPING
 
 
+_OTHER_GENERATORS = ("random.", "numpy.", "tensorflow.", "jax.", "gym.", "gymnasium.")
+
+
+def seeds_torch(call: F.CallEvent) -> bool:
+    """A seed that reaches torch's generator, as far as the call tells."""
+    if not is_seed(call):
+        return False
+    qualname = call.qualname or ""
+    if qualname.startswith(_OTHER_GENERATORS):
+        return False
+    return not (call.method == "seed" and not qualname)  # env.seed(0), space.seed(0)
+
+
 def builds_model(call: F.CallEvent) -> bool:
     return call.builds_model
 
@@ -174,6 +190,7 @@ PREDICATES = {
     MODEL_CALL: is_model_call,
     MODEL_CALL_WITH_GRAD: is_model_call_with_grad,
     SEED: is_seed,
+    SEEDS_TORCH: seeds_torch,
     SCALER: uses_scaler,
     LEARNS: learns,
     BUILDS_MODEL: builds_model,
@@ -194,7 +211,7 @@ _METHOD_EFFECTS = {
     "train": frozenset({EVAL, TRAIN}),
 }
 _ANY_CALL_EFFECTS = frozenset(
-    {MODEL_CALL, MODEL_CALL_WITH_GRAD, SEED, SCALER, BUILDS_MODEL, BUILDS_OPTIMIZER}
+    {MODEL_CALL, MODEL_CALL_WITH_GRAD, SEED, SEEDS_TORCH, SCALER, BUILDS_MODEL, BUILDS_OPTIMIZER}
 )
 
 

@@ -407,6 +407,10 @@ class ProjectIndex:
             if target is not None and target != function_id:
                 reached = self.effects(target)
                 found |= reached - {E.MODEL_CALL_WITH_GRAD} if call.no_grad else reached
+        for ref in fact.spawns:
+            target = self.ref_target(ref, path, fact.class_name)
+            if target is not None and target != function_id:
+                found |= self.effects(target)
         if fact.no_grad:
             found.add("no_grad")
             found.discard(E.MODEL_CALL_WITH_GRAD)

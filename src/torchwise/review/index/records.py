@@ -75,6 +75,9 @@ class FunctionFact:
     no_grad: bool = False  # decorated with no_grad/inference_mode
     returns: ArgFact | None = None
     class_name: str | None = None
+    #: Functions it starts in new processes (``mp.spawn(worker, ...)``), as
+    #: CallFact refs: what they do happens when this function runs.
+    spawns: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -196,6 +199,7 @@ class ModuleSummary:
                 no_grad=item["no_grad"],
                 returns=arg(item["returns"]),
                 class_name=item["class_name"],
+                spawns=item["spawns"],
             )
 
         def klass(item: Json) -> ClassFact:

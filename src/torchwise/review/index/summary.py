@@ -85,6 +85,30 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
     return fact
 
 
+#: Calls that run the function they are given (its first argument, or
+#: ``target=``): in new processes, or as the program's entry point.
+_SPAWNS = {
+    "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+    "multiprocessing.Process", "torch.multiprocessing.Process",
+    "multiprocessing.context.Process", "absl.app.run", "tensorflow.compat.v1.app.run",
+    "fire.Fire", "accelerate.notebook_launcher",
+}  # fmt: skip
+
+
+def spawned_function(call: ast.Call, ctx: Context) -> list[str] | None:
+    """The ref of the function ``mp.spawn(worker, ...)``, ``Process(target=worker)``
+    or ``app.run(main)`` runs, when it may be a project function."""
+    qualname = ctx.call_name(call)
+    if qualname not in _SPAWNS:
+        return None
+    target = next((k.value for k in call.keywords if k.arg in {"fn", "target"}), None)
+    if target is None and call.args and not qualname.endswith("Process"):
+        target = call.args[0]  # spawn(fn, ...), start_processes(fn, ...)
+    if target is None:
+        return None
+    return call_ref(ctx, ast.Call(func=target, args=[], keywords=[]))
+
+
 def call_ref(ctx: Context, call: ast.Call) -> list[str] | None:
     """How ``call`` names a callee that may be a project function (see CallFact.ref)."""
     func = call.func
@@ -349,6 +373,9 @@ class Summarizer(Rule):
                 fact.events.append(
                     (effect, call.node.lineno, call.node.col_offset, list(call.branch))
                 )
+            spawned = spawned_function(call.node, ctx)
+            if spawned is not None:
+                fact.spawns.append(spawned)
             found = self.call_facts.get(call.node)
             if found is not None:
                 index[id(call)] = len(fact.calls)

@@ -28,7 +28,9 @@ class UnseededTrainingScript(Rule):
     of the project), without ever calling `torch.manual_seed`, `random.seed`,
     `np.random.seed`, `seed_everything`, `set_seed` or anything else whose name
     mentions `seed` (seeding only when a `--seed` flag is given counts); and one that
-    seeds only torch but draws from Python's `random` or NumPy's generator in the same file.
+    seeds only torch but draws from Python's `random` or NumPy's generator in the same file;
+    and one that builds a model (its initial weights are random) but seeds only
+    Python's or NumPy's generator (a fixed data split, `env.seed`), never torch's.
     Reported once per file, at its first training loop (or its entry point).
     A warning when the file asks for repeatable runs (a `seed` option or
     setting that is never used to seed, `deterministic` flags, the word
@@ -90,24 +92,41 @@ class UnseededTrainingScript(Rule):
         effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
         if not {E.LEARNS, E.STEP} <= effects:
             return  # the file does not train when run
+        level = None if asks_for_reproducibility(ctx.source) else Severity.INFO
+        if E.SEED in effects and E.SEEDS_TORCH not in effects and E.BUILDS_MODEL in effects:
+            if not any(E.seeds_torch(call) for call in module.calls):
+                self._report(module, ctx, level, self.only_other_message)
+            return
         if E.SEED in effects:
             self._check_partial(module, ctx)
             return  # seeded somewhere on the way
         if any(E.is_seed(call) for call in module.calls):
             return  # seeds in a function this file defines (a helper it may call)
+        self._report(module, ctx, level, None)
+
+    only_other_message = (
+        "this training script seeds only Python's or NumPy's generator (or an "
+        "environment's), never torch's: weight initialisation, dropout and shuffling "
+        "differ on every run"
+    )
+
+    def _report(
+        self, module: F.ModuleFacts, ctx: Context, level: Severity | None, message: str | None
+    ) -> None:
+        """Once per file: at its first training loop, else its entry point, else
+        the top-level call that trains."""
         loops = [*module.loops, *(loop for f in module.functions for loop in f.loops)]
         training = [loop for loop in loops if trains(loop)]
-        level = None if asks_for_reproducibility(ctx.source) else Severity.INFO
         if training:
             first = min(training, key=lambda loop: getattr(loop.node, "lineno", 0))
-            ctx.report(self, loop_header(first.node), severity=level)
+            ctx.report(self, loop_header(first.node), message=message, severity=level)
         elif self.entry_point is not None:
-            ctx.report(self, _line_of(self.entry_point), severity=level)
+            ctx.report(self, _line_of(self.entry_point), message=message, severity=level)
         else:
             top = [c for c in top_level_calls(module) if c.target is not None]
             trainer = next((c for c in top if E.LEARNS in ctx.project.effects(c.target)), None)
             if trainer is not None:
-                ctx.report(self, trainer.node, severity=level)
+                ctx.report(self, trainer.node, message=message, severity=level)
 
     def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
         """Seeds torch only, but draws from Python's or NumPy's generator here."""
