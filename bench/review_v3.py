@@ -17,8 +17,10 @@ recorded commits and reports:
   semantic ones;
 - false alarms on the look-alikes: an error or warning within ``NEAR`` lines
   of a correct place of its pattern;
-- every other error or warning, to be judged (``--unjudged``), with TorchFix's
-  findings on the same files beside them (``--torchfix``).
+- every other error or warning: judged in ``v3_judged.csv`` (by a reader who
+  did not write the rule, after the finding was made), or listed to be judged
+  (``--unjudged``); with TorchFix's findings on the same files beside them
+  (``--torchfix``).
 
 The corpus is split at random by repository (the SHA-256 of its name): the
 rules were developed looking at the ``dev`` half only; ``held`` is the honest
@@ -238,6 +240,10 @@ def _false_alarms(
 ) -> None:
     """Errors and warnings: on a labelled bug (true), on a look-alike (false), or unjudged."""
     serious = {Severity.ERROR.value, Severity.WARNING.value}
+    judged = {
+        (row["repo"], row["path"], int(row["line"]), row["code"]): row["verdict"]
+        for row in _read("v3_judged.csv")
+    }
     verdicts: Counter[tuple[str, str]] = Counter()
     unjudged = []
     for (repo, path), items in sorted(findings.items()):
@@ -259,6 +265,8 @@ def _false_alarms(
                 for r in clean
             )
             verdict = "true" if true else "false" if false else "unjudged"
+            if verdict == "unjudged":
+                verdict = judged.get((repo, path, line, code), "unjudged")
             verdicts[(severity, verdict)] += 1
             if verdict == "unjudged":
                 unjudged.append((repo, path, line, code, severity, message))
@@ -267,7 +275,9 @@ def _false_alarms(
     print("\nerrors and warnings on these files:")
     for severity in ("error", "warning"):
         row = {v: verdicts[(severity, v)] for v in ("true", "false", "unjudged")}
-        print(f"  {severity}: {row}")
+        judged_count = row["true"] + row["false"]
+        share = f"{100 * row['true'] / judged_count:.0f}% true" if judged_count else "none judged"
+        print(f"  {severity}: {row} ({share})")
     clean_hits = sum(
         1
         for r in clean

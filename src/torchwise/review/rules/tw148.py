@@ -27,8 +27,8 @@ class GymStepApi(Rule):
     their wrappers), flags code written for the pre-0.26 API and code that
     loses the difference between the end of an episode and a time limit:
 
-    - `obs, reward, done, info = env.step(a)` (four values) and `obs =
-      env.reset()` (one value), which fail or misbehave on current gym and
+    - `obs, reward, done, info = env.step(a)` (four values), `obs =
+      env.reset()` (one value) and `env.seed(n)`, which fail or misbehave on current gym and
       gymnasium (`step` returns five values, `reset` returns `(obs, info)`).
       An error where the environment is gymnasium's or the project uses the
       new API elsewhere (a five-value `step`, a pair from `reset`); code using
@@ -119,6 +119,18 @@ class GymStepApi(Rule):
             )
         elif method == "step" and count == 5:
             self._dropped_truncation(node, target, ctx)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr != "seed":
+            return
+        library = gym.env_library(func.value, ctx)
+        if library is not None:
+            problem = (
+                "`env.seed()` was removed in gym 0.26 and gymnasium (AttributeError): "
+                "seed with `env.reset(seed=...)`"
+            )
+            self.old_api.append((node, library, problem))
 
     def _dropped_truncation(self, node: ast.Assign, target: ast.expr, ctx: Context) -> None:
         assert isinstance(target, (ast.Tuple, ast.List))
