@@ -114,6 +114,7 @@ def run_doc(
                 f"refusing to edit {_display(resolved.source_file)}: {refusal}",
                 hint="--diff shows the docstrings, --markdown PATH writes a page of your own",
             )
+        _check_writable(resolved.source_file)  # before measuring, not after
     doc = document(target, resolved, config_start=config_start, console=console)
     out: list[str] = []
     err: list[str] = [f"note: {note}" for note in [*resolved.notes, *doc.notes]]
@@ -134,7 +135,10 @@ def run_doc(
                 code = ExitCode.FINDINGS
         elif action == "write":
             if after != before:
-                docsource.write_atomic(path, after)
+                try:
+                    docsource.write_atomic(path, after)
+                except OSError as exc:
+                    raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
                 err.append(f"{shown}: docstrings updated")
             else:
                 err.append(f"{shown}: up to date")

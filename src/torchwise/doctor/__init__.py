@@ -18,12 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchwise.doctor.api import DoctorError, DoctorInterrupted, assert_healthy, check
+    from torchwise.doctor.batch import (
+        DOCTOR_SIZES,
+        at_doctor_sizes,
+        doctor_batch,
+        doctor_inputs,
+    )
+    from torchwise.doctor.context import reseed_all as seed_all
     from torchwise.doctor.options import Options
     from torchwise.doctor.registry import CHECK_IDS
     from torchwise.doctor.report import CheckResult, Report, Status
 
 __all__ = [
     "CHECK_IDS",
+    "DOCTOR_SIZES",
     "CheckResult",
     "DoctorError",
     "DoctorInterrupted",
@@ -31,11 +39,20 @@ __all__ = [
     "Report",
     "Status",
     "assert_healthy",
+    "at_doctor_sizes",
     "check",
+    "doctor_batch",
+    "doctor_inputs",
+    "seed_all",
 ]
 
 _HOMES = {
     "CHECK_IDS": "registry",
+    "DOCTOR_SIZES": "batch",
+    "at_doctor_sizes": "batch",
+    "doctor_batch": "batch",
+    "doctor_inputs": "batch",
+    "seed_all": "context",
     "CheckResult": "report",
     "DoctorError": "api",
     "DoctorInterrupted": "api",
@@ -51,4 +68,5 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'torchwise.doctor' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"torchwise.doctor.{home}"), name)
+    attr = "reseed_all" if name == "seed_all" else name
+    return getattr(importlib.import_module(f"torchwise.doctor.{home}"), attr)

@@ -3,10 +3,18 @@
 A dispatch mode sees every ``relu``/``hardtanh(0, x)`` call, functional ones
 included; units are channels (dim 1) for ``(B, C, ...)`` activations and the last
 dim for ``(B, F)`` and ``(B, T, F)``.
+
+Calibrated against chance. A healthy unit at initialisation is active about half
+the time, so a unit seen on ``n`` values (samples times positions) is never active
+with probability ``0.5 ** n``: on a squeeze-and-excitation layer that sees one value
+per sample, half of two units can be silent on a batch of two by chance alone. A
+layer is flagged only when so many dead units would happen by chance with
+probability under :data:`CHANCE` (binomial tail), on top of the share thresholds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +28,8 @@ from torchwise.hooks import module_calls
 _RELU_OPS = {"relu", "relu_", "hardtanh", "hardtanh_", "threshold", "threshold_"}
 WARN_SHARE = 0.5
 FAIL_SHARE = 0.9
+#: flag a layer only when its dead units are this unlikely for healthy units
+CHANCE = 1e-3
 
 
 class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -28,7 +38,8 @@ class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, stack: list[str], root: str) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.stack, self.root = stack, root
-        self.calls: dict[str, tuple[int, int]] = {}  # label -> (dead units, units)
+        #: label -> (dead units, units, values each unit saw)
+        self.calls: dict[str, tuple[int, int, int]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
@@ -42,14 +53,35 @@ class _ReluWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
             label, n = base, 2
             while label in self.calls:
                 label, n = f"{base} (call {n})", n + 1
-            self.calls[label] = (int((~active).sum()), active.numel())
+            seen = out.numel() // max(out.shape[unit_dim], 1)  # values per unit
+            self.calls[label] = (int((~active).sum()), active.numel(), seen)
         return out
 
 
 @dataclass
 class DeadUnitsM:
-    calls: dict[str, tuple[int, int]]
-    batch: int
+    calls: dict[str, tuple[int, int, int]]  # label -> (dead, units, values per unit)
+    batch: int | None
+
+
+def chance_of_dead(dead: int, units: int, seen: int) -> float:
+    """P(at least ``dead`` of ``units`` healthy units are never active on ``seen`` values
+    each), each silent with probability ``0.5 ** seen``: the binomial upper tail."""
+    if dead <= 0:
+        return 1.0
+    p = 0.5**seen
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(units + 1) - math.lgamma(k + 1) - math.lgamma(units - k + 1)
+        + k * log_p + (units - k) * log_q
+        for k in range(dead, units + 1)
+    ]  # fmt: skip
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
 
 class DeadUnits(Check[DeadUnitsM]):
@@ -66,24 +98,32 @@ class DeadUnits(Check[DeadUnitsM]):
         return DeadUnitsM(watch.calls, ctx.batch_size)
 
     def judge(self, m: DeadUnitsM) -> Verdict:
-        shares = {k: dead / units for k, (dead, units) in m.calls.items()}
-        worst = max(shares, key=shares.__getitem__)
+        shares = {k: dead / units for k, (dead, units, _) in m.calls.items()}
+        chance = {k: chance_of_dead(*m.calls[k]) for k in m.calls}
+        worst = max(shares, key=lambda k: (chance[k] < CHANCE, shares[k]))
         evidence: dict[str, Any] = {
             "relu_calls": len(shares),
             "worst_layer": worst,
             "worst_dead_share": shares[worst],
             "units_in_worst": m.calls[worst][1],
+            "values_per_unit_in_worst": m.calls[worst][2],
+            "chance_for_healthy_units": chance[worst],
             "batch": m.batch,
         }
-        thresholds = f"warns at {WARN_SHARE:.0%}, fails at {FAIL_SHARE:.0%}"
+        thresholds = (
+            f"warns at {WARN_SHARE:.0%}, fails at {FAIL_SHARE:.0%}, when that many dead units "
+            f"would happen by chance with probability under {CHANCE:g}"
+        )
         flagged = sorted(
-            (k for k, v in shares.items() if v >= WARN_SHARE), key=lambda k: -shares[k]
+            (k for k, v in shares.items() if v >= WARN_SHARE and chance[k] < CHANCE),
+            key=lambda k: -shares[k],
         )
         if not flagged:
+            top = max(shares.values())
             return Verdict(
                 Status.PASS,
-                f"at most {shares[worst]:.0%} of units never activate in any of {len(shares)} "
-                f"ReLU calls ({thresholds})",
+                f"at most {top:.0%} of units never activate in any of {len(shares)} ReLU "
+                f"calls, no more than chance explains ({thresholds})",
                 evidence=evidence,
             )
         evidence["dead_share_by_layer"] = {k: round(shares[k], 3) for k in flagged[:8]}
