@@ -6,9 +6,10 @@
 <Status.PASS: 'pass'>
 >>> assert_healthy(model, torch.randn(8, 3, 32, 32))  # raises DoctorError on a failure
 
-The check ids (:data:`CHECK_IDS`) and the JSON layout are public contracts. The
-names are loaded on first use, so ``torchwise.doctor.registry`` (the ids and
-titles) imports without torch.
+The check ids (:data:`CHECK_IDS`) and the JSON layout are public contracts;
+:data:`CHECKS` is the one table of ids, titles and what each check guards against
+(the CLI's help and ``torchwise tests`` read it). The names are loaded on first
+use, so ``torchwise.doctor.registry`` (the ids and titles) imports without torch.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
     )
     from torchwise.doctor.context import reseed_all as seed_all
     from torchwise.doctor.options import Options
-    from torchwise.doctor.registry import CHECK_IDS
+    from torchwise.doctor.registry import CHECK_IDS, CHECKS
     from torchwise.doctor.report import CheckResult, Report, Status
 
 __all__ = [
+    "CHECKS",
     "CHECK_IDS",
     "DOCTOR_SIZES",
     "CheckResult",
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 _HOMES = {
+    "CHECKS": "registry",
     "CHECK_IDS": "registry",
     "DOCTOR_SIZES": "batch",
     "at_doctor_sizes": "batch",
