@@ -45,6 +45,8 @@ class Case:
     repo: str | None = None
     paths: list[str] = field(default_factory=list)
     inputs_from: str | None = None
+    #: a case "found in the wild": what doctor reports, checked by hand against the code
+    finding: str = ""
 
     def cli_args(self) -> list[str]:
         """The arguments of ``torchwise doctor`` for this case."""
@@ -211,28 +213,49 @@ GITHUB: list[Case] = [
     Case("pyGAT GAT", "graph", "models.py", build="GAT(8, 8, 3, dropout=0.6, alpha=0.2, nheads=2)",
          repo="Diego999/pyGAT", paths=["models.py", "layers.py"],
          inputs_from="{suite}/doctor_suite_inputs.py:graph", options={"batch_dim": "none"}),
-    Case("mamba-minimal", "state-space", "model.py",
-         build="Mamba(ModelArgs(d_model=32, n_layer=2, vocab_size=64))",
-         inputs=["i64[batch=2,seq=8]<64"], repo="johnma2006/mamba-minimal", paths=["model.py"],
-         options=CAUSAL),
-    Case("conformer", "speech", "conformer/model.py",
+    Case("conformer", "speech", "conformer.model:Conformer",
          build="Conformer(num_classes=10, input_dim=16, encoder_dim=32, num_encoder_layers=2, "
          "num_attention_heads=4)",
          inputs=["f32[batch=2,seq=32,16]", "i64[batch=2]<33"], repo="sooftware/conformer",
          paths=["conformer"]),
-    Case("sparse MoE", "moe", "moe.py",
-         build="MoE(input_size=16, output_size=5, num_experts=4, hidden_size=16, k=2)",
-         inputs=["f32[batch=4,16]"], repo="davidmrau/mixture-of-experts", paths=["moe.py"]),
-    Case("improved-diffusion UNet", "diffusion", "improved_diffusion/unet.py",
-         build="UNetModel(in_channels=3, model_channels=16, out_channels=3, num_res_blocks=1, "
+    Case("improved-diffusion UNet", "diffusion", "improved_diffusion.unet:UNetModel",
+         build="UNetModel(in_channels=3, model_channels=32, out_channels=3, num_res_blocks=1, "
          "attention_resolutions=(2,), channel_mult=(1, 2), num_heads=2)",
          inputs=["f32[batch=2,3,16,16]", "i64[batch=2]<1000"], repo="openai/improved-diffusion",
          paths=["improved_diffusion"]),
-    Case("VQ-VAE", "diffusion", "models/vqvae.py",
+    Case("TCN char model", "sequence", "TCN.char_cnn.model:TCN",
+         build="TCN(32, 64, [32, 32], kernel_size=3, dropout=0.1, emb_dropout=0.1)",
+         inputs=["i64[batch=2,seq=16]<64"], repo="locuslab/TCN",
+         paths=["TCN/__init__.py", "TCN/tcn.py", "TCN/char_cnn/model.py"], options=CAUSAL),
+]  # fmt: skip
+
+#: Public repositories' models where doctor finds a real problem (verified by reading
+#: the code at the recorded commit); reported apart from the healthy suite.
+WILD: list[Case] = [
+    Case("mamba-minimal", "state-space", "model.py",
+         build="Mamba(ModelArgs(d_model=32, n_layer=2, vocab_size=64))",
+         inputs=["i64[batch=2,seq=8]<64"], repo="johnma2006/mamba-minimal", paths=["model.py"],
+         options=CAUSAL,
+         finding=(
+             "init-loss fail: the embedding is N(0, 1) and tied to the output head, so initial"
+             " logits have std ~sqrt(d_model); the repository loads pretrained weights and "
+             "never initialises for training"
+         )),
+    Case("sparse MoE", "moe", "moe.py",
+         build="MoE(input_size=16, output_size=5, num_experts=4, hidden_size=16, k=2)",
+         inputs=["f32[batch=4,16]"], repo="davidmrau/mixture-of-experts", paths=["moe.py"],
+         finding=(
+             "init-loss warn and overfit-batch fail: every expert ends in nn.Softmax and the "
+             "repository's example trains the mixture with nn.CrossEntropyLoss, which applies "
+             "log-softmax again"
+         )),
+    Case("VQ-VAE", "diffusion", "models.vqvae:VQVAE",
          build="VQVAE(h_dim=32, res_h_dim=16, n_res_layers=1, n_embeddings=32, embedding_dim=8, "
          "beta=0.25)",
-         inputs=["f32[batch=2,3,16,16]"], repo="MishaLaskin/vqvae", paths=["models"]),
-    Case("TCN char model", "sequence", "TCN/char_cnn/model.py",
-         build="TCN(16, 32, 32, [32, 32], kernel_size=3, dropout=0.1, emb_dropout=0.1)",
-         inputs=["i64[batch=2,seq=16]<32"], repo="locuslab/TCN", paths=["TCN"], options=CAUSAL),
+         inputs=["f32[batch=2,3,16,16]"], repo="MishaLaskin/vqvae", paths=["models"],
+         finding=(
+             "device-consistency fail: quantizer.py builds its one-hot codes with .to(device) "
+             "for a module-level device chosen at import (cuda if available), not the input's,"
+             " so a model moved elsewhere breaks"
+         )),
 ]  # fmt: skip

@@ -3,9 +3,12 @@
 Adam moves every parameter with a non-zero gradient by about its learning rate,
 whatever the gradient's scale, so "unchanged" means "no gradient", not "a tiny
 gradient". A parameter that a zero-initialised gate shields at the first step
-(timm's ``zero_init_last``) moves at the second, so the check takes a second step
-before calling anything stuck. Parameters grad-flow found skipped at random (layer
-drop) or computed and discarded by library code are not expected to move.
+(timm's ``zero_init_last``) moves at the second, and gates nested in gates (improved
+diffusion zero-initialises the last layer of every block and of the network) open
+one level per step, so the check keeps stepping while more parameters start to move,
+up to :data:`MAX_STEPS`, before calling anything stuck. Parameters grad-flow found
+skipped at random (layer drop) or computed and discarded by library code are not
+expected to move.
 
 Frozen parameters are told apart by what they are. A fixed position table (a
 frozen parameter named as positions: Whisper's sinusoidal ``embed_positions``,
@@ -26,6 +29,8 @@ from torchwise.doctor.facts import owner
 from torchwise.doctor.report import Status
 
 LR = 1e-3
+#: at most this many Adam steps; the check stops at the first step that moves nothing new
+MAX_STEPS = 6
 
 
 #: words that name a position table in a parameter's dotted name
@@ -88,11 +93,16 @@ class ParamUpdate(Check[ParamUpdateM]):
 
         step()
         first = unchanged()
-        if first:
+        m.unchanged = first
+        while m.unchanged and m.steps < MAX_STEPS:
             step()
-            m.steps = 2
-            m.unchanged = unchanged()
-            m.second_step_only = [n for n in first if n not in m.unchanged]
+            m.steps += 1
+            still = unchanged()
+            progress = len(still) < len(m.unchanged)
+            m.unchanged = still
+            if not progress:
+                break
+        m.second_step_only = [n for n in first if n not in m.unchanged]
         params = dict(named)
         m.moved_frozen = [n for n in frozen if not torch.equal(before[n], params[n].detach())]
         return m
@@ -135,7 +145,8 @@ class ParamUpdate(Check[ParamUpdateM]):
             return Verdict(
                 Status.FAIL,
                 f"{len(m.unchanged)} trainable parameters did not change after {m.steps} Adam "
-                "steps" + (f"; {len(m.moved_frozen)} frozen ones did" if m.moved_frozen else ""),
+                "steps (the last moved no new one)"
+                + (f"; {len(m.moved_frozen)} frozen ones did" if m.moved_frozen else ""),
                 evidence=evidence,
                 where=m.unchanged + m.moved_frozen,
                 causes=causes,
@@ -157,7 +168,7 @@ class ParamUpdate(Check[ParamUpdateM]):
                 fix="if the freeze is intended, ignore this warning; otherwise set "
                 "requires_grad=True on these modules before building the optimizer",
             )
-        how = "one Adam step" if m.steps == 1 else "two Adam steps"
+        how = "one Adam step" if m.steps == 1 else f"{m.steps} Adam steps"
         summary = f"{how} changed all {m.trainable} trainable parameters"
         if m.fixed_tables:
             summary += (
@@ -166,7 +177,7 @@ class ParamUpdate(Check[ParamUpdateM]):
             )
         if m.second_step_only:
             summary += (
-                f" ({len(m.second_step_only)} only at the second step: a zero-initialised gate "
-                "holds them at the first)"
+                f" ({len(m.second_step_only)} only after the first: zero-initialised gates "
+                "hold them until the gates move)"
             )
         return Verdict(Status.PASS, summary, evidence=evidence)
