@@ -105,7 +105,7 @@ def _numpy_noise(model: nn.Module) -> None:
         noise = np.random.normal(0, 0.1, tuple(out.shape)).astype("float32")
         return out + torch.from_numpy(noise)
 
-    model.shared.register_forward_hook(noisy)
+    model.encoder.embed_tokens.register_forward_hook(noisy)
 
 
 def _cpu_tensor(model: nn.Module) -> None:

@@ -107,7 +107,8 @@ class SoftmaxWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
         out = func(*args, **kwargs)
         if func in (aten._softmax.default, aten.softmax.int) and isinstance(out, torch.Tensor):
             dim = int(args[1]) % out.ndim
-            self._tag(out, dim, dim, tuple(out.shape))
+            if out.shape[dim] > 1:  # a softmax over one element is 1 whatever the axis
+                self._tag(out, dim, dim, tuple(out.shape))
             return out
         if func in (aten.mm.default, aten.bmm.default):
             self._consume(func, args[0], args[1], out.ndim)
@@ -189,10 +190,20 @@ def _role(name: str) -> str:
     return ".".join("#" if part.isdigit() else part for part in name.split("."))
 
 
+def _drawn_at_random(values: torch.Tensor) -> bool:
+    """A matrix (two dims above 1) of mostly distinct values: what a random init draws.
+    Formula inits (ramps, identities, constants) repeat across roles by design."""
+    if sum(d > 1 for d in values.shape) < 2:
+        return False
+    distinct = torch.unique(values.flatten())
+    return int(distinct.numel()) * 2 >= values.numel()
+
+
 def copied_parameters(named: Iterable[tuple[str, nn.Parameter]]) -> list[tuple[str, str]]:
-    """Pairs of distinct trainable parameters with identical, non-constant values in
+    """Pairs of distinct trainable parameters with identical, randomly drawn values in
     different roles. Repeated blocks cloned from one (``nn.TransformerEncoder`` deep-copies
-    its layer) start equal by design and train apart on different inputs."""
+    its layer) start equal by design and train apart on different inputs; parameters
+    computed by a formula (RWKV's time-mix ramps) are equal by construction."""
     groups: dict[tuple[Any, ...], list[tuple[str, torch.Tensor]]] = {}
     seen: set[int] = set()
     for name, p in named:
@@ -200,8 +211,8 @@ def copied_parameters(named: Iterable[tuple[str, nn.Parameter]]) -> list[tuple[s
             continue
         seen.add(id(p))
         values = p.detach()
-        if values.device.type == "meta" or bool((values == values.flatten()[0]).all()):
-            continue  # constants (ones, zeros) are equal by design
+        if values.device.type == "meta" or not _drawn_at_random(values):
+            continue
         key = (tuple(values.shape), values.dtype, float(values.double().sum()),
                float(values.double().abs().sum()))  # fmt: skip
         groups.setdefault(key, []).append((name, values))

@@ -9,6 +9,12 @@ the model's tensors in some op: that op, the submodule running it and the user's
 line are reported. Watching the ops, not waiting for an error, matters: some meta
 kernels (an embedding lookup with CPU indices) accept what CUDA refuses.
 
+The meta run stops at the first op that needs values (``.item()``, ``nonzero``: a
+mixture of experts' routing). Past that point the model runs for real on its own
+device with ``meta`` as the default device, so a tensor created without ``device=``
+(``torch.zeros(n)``) lands on meta and meets the model's tensors in the next op,
+where the same watch sees it.
+
 A plain tensor attribute is fine when forward moves it to the input's device before
 using it (``self.mask.to(x.device)``): only one that forward itself caches on the
 module warns (the next forward after ``model.to("cuda")`` reuses it on the old
@@ -135,6 +141,24 @@ class DeviceM:
     #: the meta run stopped at an op with no meta kernel for these inputs (not a device bug)
     gap: str | None = None
     ops_checked: int = 0
+    #: after a data-dependent stop: the real run with meta as the default device finished
+    real_run: bool = False
+
+
+def _real_run(ctx: Any, plain: dict[int, str]) -> tuple[list[Stray], bool]:
+    """A real forward on the model's device with ``meta`` as the default device: a tensor
+    made without ``device=`` lands on meta, which the watch sees meeting the model's.
+    (strays, whether the run finished)."""
+    args, kwargs = ctx.fresh_inputs()
+    ctx.model.eval()
+    with module_calls(ctx.model) as calls:
+        watch = _DeviceWatch(calls.stack, plain, type(ctx.model).__name__)
+        try:
+            with torch.no_grad(), torch.device("meta"), watch:
+                ctx.model(*args, **kwargs)
+        except Exception:
+            return watch.strays, False
+    return watch.strays, True
 
 
 class DeviceConsistency(Check[DeviceM]):
@@ -172,6 +196,8 @@ class DeviceConsistency(Check[DeviceM]):
                     m.gap = f"aten.{watch.last_op} in `{module or 'forward'}`: {text}"
         m.strays = watch.strays
         m.ops_checked = watch.ops
+        if m.stopped and not m.strays:
+            m.strays, m.real_run = _real_run(ctx, plain)
         return m
 
     def judge(self, m: DeviceM) -> Verdict:
@@ -216,7 +242,13 @@ class DeviceConsistency(Check[DeviceM]):
                 f"; {len(m.plain)} plain tensor attributes are moved to the input's device "
                 "before use, or not used"
             )
-        if m.stopped:
+        if m.stopped and m.real_run:
+            summary = (
+                "every op in forward saw its tensors on the model's device (run on meta up to "
+                "the first data-dependent op, then for real with meta as the default device; "
+                "fails on any tensor left on another device)"
+            )
+        elif m.stopped:
             summary = (
                 "every op up to the first data-dependent one saw its tensors on the model's "
                 "device (the meta run stops there; see evidence)"
