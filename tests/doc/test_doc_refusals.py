@@ -46,3 +46,15 @@ def test_an_unwritable_file_is_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     assert result.exit_code == 2
     assert "error: cannot write" in result.output and "Permission denied" in result.output
     assert "internal error" not in result.output
+
+
+def test_the_example_rebuilds_any_build_expression(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(MODEL)
+    result = CliRunner().invoke(app, [
+        "doc", str(tmp_path / "model.py"), "--build", "nn.Sequential(Net(), nn.ReLU())",
+        "-i", "f32[2,6]",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert ">>> from torch import nn" in result.output
+    assert ">>> from model import Net" in result.output
+    assert ">>> model = nn.Sequential(Net(), nn.ReLU()).eval()" in result.output
