@@ -18,7 +18,9 @@ What it measures:
   verdicts compared with the API's;
 - ``--torchtest``: torchtest 0.5's suite (variables change, NaN, inf) on every case;
 - ``--inspect``: ``torchwise inspect`` and ``torchwise doc`` on every healthy model,
-  counting "internal error" endings.
+  counting "internal error" endings;
+- ``--speed``: the default suite on ResNet-50 (batch 4 at 224x224, the zoo's), three
+  times from a fresh build, median seconds beside torchtest's suite on the same model.
 
     python bench/doctor_suite.py --mirror /work/.mirror --runs 5 --cli --torchtest --inspect \\
         [--only NAME,NAME] [--json results.json]
@@ -259,6 +261,32 @@ def torchtest_verdict(built: Built) -> str:
 # -- the report ------------------------------------------------------------------------
 
 
+def speed(repeats: int = 3) -> dict[str, Any]:
+    """doctor's default suite and torchtest's on ResNet-50 (reported, never judged)."""
+    times, peer = [], []
+    for _ in range(repeats):
+        seed_all(0)
+        rt = resolve_target("zoo:resnet50")
+        args, kwargs = doctor_batch(rt, inputs_given=False)
+        start = time.perf_counter()
+        report = check(rt.model, args, kwargs=kwargs)
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        torchtest_verdict((rt.model, args, kwargs, {}))
+        peer.append(time.perf_counter() - start)
+    load = os.getloadavg()[0]
+    result = {
+        "inputs": report.inputs, "doctor_seconds": [round(t, 1) for t in times],
+        "doctor_median": round(statistics.median(times), 1),
+        "torchtest_median": round(statistics.median(peer), 2),
+        "ratio": round(statistics.median(times) / statistics.median(peer), 1),
+        "flagged": flagged(report), "load_average": round(load, 1),
+        "slowest": sorted(((r.id, round(r.seconds, 1)) for r in report), key=lambda x: -x[1])[:4],
+    }  # fmt: skip
+    print("\n## Speed: ResNet-50\n\n" + json.dumps(result, indent=1))
+    return result
+
+
 def report(runs: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
     first = runs[0]
     names = list(first["healthy"])
@@ -345,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cli", action="store_true")
     parser.add_argument("--torchtest", action="store_true")
     parser.add_argument("--inspect", action="store_true")
+    parser.add_argument("--speed", action="store_true")
     parser.add_argument("--only", help="comma-separated case or planted-bug names")
     parser.add_argument("--json", type=Path, help="write every result here")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -358,6 +387,9 @@ def main(argv: list[str] | None = None) -> None:
         dirs = extract(args.mirror, workdir)
         if args.worker is not None:
             args.worker.write_text(json.dumps(api_run(names, dirs)))
+            return
+        if args.speed and args.runs == 0:
+            speed()
             return
         runs = []
         for k in range(args.runs):
@@ -391,6 +423,8 @@ def main(argv: list[str] | None = None) -> None:
                     built_planted(bug, dirs)
                 )
         summary = report(runs, extra)
+        if args.speed:
+            summary["speed"] = speed()
         if args.json is not None:
             args.json.write_text(json.dumps({"summary": summary, "runs": runs, "extra": extra},
                                             indent=1))  # fmt: skip

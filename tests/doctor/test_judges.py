@@ -247,3 +247,12 @@ def test_exportable() -> None:
     outside = ExportM(export_error="RuntimeError: Found DynamicCache in output",
                       export_blame=Blame("unknown"))  # fmt: skip
     assert status(judge(outside)) is Status.SKIP
+
+
+def test_the_registry_is_the_one_source_of_ids_and_titles() -> None:
+    from torchwise.doctor import CHECKS
+    from torchwise.testgen.render import GUARDS
+
+    assert [entry.id for entry in CHECKS] == list(CHECK_IDS)
+    assert all(entry.title and entry.guards for entry in CHECKS)
+    assert {entry.id: entry.guards for entry in CHECKS} == GUARDS  # testgen reads, not copies

@@ -109,8 +109,11 @@ def _imports_for(names: list[str], rt: ResolvedTarget) -> list[str]:
                 lines.append(f"from {parent} import {name}")
             else:
                 lines.append(f"import {obj.__name__} as {name}")
-        elif home and home != rt.module and _importable(home) and (
-            getattr(sys.modules.get(home), name, None) is obj
+        elif (
+            home
+            and home != rt.module
+            and _importable(home)
+            and (getattr(sys.modules.get(home), name, None) is obj)
         ):
             lines.append(f"from {home} import {name}")
         else:
