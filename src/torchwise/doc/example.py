@@ -130,12 +130,13 @@ def _printed_by(call: str, rt: ResolvedTarget, namespace: dict[str, Any]) -> str
     if not namespace or rt.origin == "zoo":
         return ""
     globs = dict(namespace)
-    line = rt.import_line()
+    # the names the build takes from the user's file, as objects: importing the file by
+    # name here could find another module of that name on sys.path and leave it cached
+    target = _target_namespace(rt)
+    globs.update({name: target[name] for name in rt.build_names if name in target})
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer), torch.device("meta"):
-            if line and any(name not in namespace for name in rt.build_names):
-                exec(line, globs)
             eval(call, globs)
     except Exception:
         return ""  # the Example run reports a build that fails; here only prints matter
@@ -331,6 +332,8 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget, flops: int) -> 
     # the Example imports the user's own file as a user running it from its directory would
     directory = str(rt.module_file.parent) if rt.module_file is not None else None
     saved_path, saved_modules = list(sys.path), set(sys.modules)
+    # a module of the same name imported from elsewhere must not answer the Example's import
+    shadowed = sys.modules.pop(rt.module, None) if directory and rt.module else None
     if directory is not None:
         sys.path.insert(0, directory)
     try:
@@ -339,8 +342,10 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget, flops: int) -> 
     finally:
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
-            if _is_project_module(sys.modules[name], saved_path):
+            if name == rt.module or _is_project_module(sys.modules[name], saved_path):
                 del sys.modules[name]
+        if shadowed is not None and rt.module:
+            sys.modules[rt.module] = shadowed
     if result.failed:
         raise TorchwiseError(
             f"the generated Example for {cls.__qualname__} does not run:\n{report.getvalue()}",
