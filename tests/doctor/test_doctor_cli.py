@@ -98,3 +98,13 @@ def test_every_front_end_gets_the_same_batch(src: Path) -> None:
     given = resolve_target(f"{src}:Net", inputs=["f32[batch=2,6]"])
     args, _ = doctor_batch(given, inputs_given=True)
     assert args[0].shape == (2, 6)  # what the user asked for stands
+
+
+def test_inspect_and_doc_take_the_same_input_function(src: Path) -> None:
+    words = [f"{src}:Graph", "--inputs-from", f"{src}:graph", "--batch-dim", "none"]
+    inspected = CliRunner().invoke(app, ["inspect", *words])
+    assert inspected.exit_code == 0, inspected.output
+    documented = CliRunner().invoke(app, ["doc", *words])
+    assert documented.exit_code == 0, documented.output
+    refused = CliRunner().invoke(app, ["tests", *words, "-o", "t.py"])
+    assert refused.exit_code == 2 and "--inputs-from is not supported by tests" in refused.output

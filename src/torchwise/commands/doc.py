@@ -80,6 +80,7 @@ def doc(
             build=target.build,
             build_on=target.build_on,
             batch_dim=target.batch_dim,
+            inputs_from=target.inputs_from,
             command=target.flags(),
             console=console,
         )

@@ -81,6 +81,11 @@ def tests(
     require("pytest", purpose="torchwise tests (it writes and runs a pytest module)")
     if target.build_on == "meta":
         raise TorchwiseError("tests run the model: --build-on meta does not apply")
+    if target.inputs_from:
+        raise click.UsageError(
+            "--inputs-from is not supported by tests yet: the generated file builds its inputs "
+            "from specs; describe them with --input"
+        )
     if check and output is None:
         raise click.UsageError("--check needs -o/--output, the file to compare with")
     if check and force:

@@ -79,6 +79,7 @@ def run_doc(
     build: str | None = None,
     build_on: str = "auto",
     batch_dim: int | None = None,
+    inputs_from: str | None = None,
     command: str | None = None,
     console: Console | None = None,
 ) -> tuple[int, str, str]:
@@ -105,7 +106,7 @@ def run_doc(
     # on the CPU by their own constructor, and torchwise measures a private copy.
     resolved = resolve_target(
         target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
-        build=build, build_on=build_on, batch_dim=batch_dim,
+        build=build, build_on=build_on, batch_dim=batch_dim, inputs_from=inputs_from,
     )  # fmt: skip
     if action == "write" and resolved.source_file is not None:
         refusal = _installed_or_ours(resolved.source_file)
