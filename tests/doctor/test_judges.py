@@ -23,7 +23,7 @@ from torchwise.doctor.checks.amp_drift import (
 from torchwise.doctor.checks.base import Verdict
 from torchwise.doctor.checks.batch_independence import BatchIndependence, BatchM
 from torchwise.doctor.checks.causal_leak import CausalLeak, CausalM
-from torchwise.doctor.checks.dead_units import DeadUnits, DeadUnitsM, chance_of_dead
+from torchwise.doctor.checks.dead_units import SHIFT, DeadUnits, DeadUnitsM, chance_of_dead
 from torchwise.doctor.checks.determinism import Determinism, DeterminismM, Draw
 from torchwise.doctor.checks.device_consistency import DeviceConsistency, DeviceM, Stray
 from torchwise.doctor.checks.eval_determinism import EvalDeterminism, EvalDeterminismM
@@ -168,12 +168,15 @@ def test_grad_scale(ratio: float, expected: Status) -> None:
 
 def test_dead_units() -> None:
     judge = DeadUnits().judge
-    assert status(judge(DeadUnitsM({"fc": (2, 32, 64)}, 8))) is PASS
-    assert status(judge(DeadUnitsM({"fc": (20, 32, 64)}, 8))) is WARN  # 62%
-    assert status(judge(DeadUnitsM({"fc": (32, 32, 8)}, 8))) is FAIL
+    shifted = SHIFT * 2
+    assert status(judge(DeadUnitsM({"fc": (2, 32, 64, shifted)}, 8))) is PASS
+    assert status(judge(DeadUnitsM({"fc": (20, 32, 64, shifted)}, 8))) is WARN  # 62%
+    assert status(judge(DeadUnitsM({"fc": (32, 32, 8, shifted)}, 8))) is FAIL
     # one of two units silent on two values is what chance gives a healthy layer
     assert chance_of_dead(1, 2, 2) > 0.1
-    assert status(judge(DeadUnitsM({"se": (1, 2, 2)}, 2))) is PASS
+    assert status(judge(DeadUnitsM({"se": (1, 2, 2, shifted)}, 2))) is PASS
+    # pre-activations centred on zero: dead units come from nearly equal inputs, not a bias
+    assert status(judge(DeadUnitsM({"se": (6, 8, 4, 0.0)}, 4))) is PASS
 
 
 def test_wiring() -> None:
