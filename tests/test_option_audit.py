@@ -186,34 +186,6 @@ CONFLICTS: dict[str, list[tuple[str, list[str]]]] = {
     "tests": [("--check and --force", ["--check", "--force"])],
 }
 
-#: Cases that fail on this branch and belong to another helper's commands (issue 26):
-#: the lead empties this at merge. Case id -> the helper whose branch fixes it.
-_FIXED_ON_OTHER_BRANCHES: dict[str, str] = {
-    # in the briefs of those helpers
-    "inspect --device: cuda on a machine without CUDA": "doctor",
-    "doctor --device: cuda on a machine without CUDA": "doctor",
-    "doc: --write and --check": "doctor",
-    "doctor --target-spec: a batch other than the input's": "doctor",
-    "doctor --causal: a dim beyond the input's rank": "doctor",
-    # found by this audit, in no brief: for the helper whose commands they are
-    "doctor --loss: an unknown loss": "doctor",
-    "inspect --scaling: an unknown dim": "doctor",
-    "tests TARGET: a missing file": "doctor",  # a note is printed before the error
-    "tests TARGET: a missing class": "doctor",
-    "tests TARGET: a malformed target": "doctor",
-    "tests --input: a malformed spec": "doctor",
-    "tests --input: an unknown dtype": "doctor",
-    "tests --init-kwargs: malformed JSON": "doctor",
-    "tests --init-kwargs: not a JSON object": "doctor",
-    "tests --build: a malformed expression": "doctor",
-    "tests --batch-dim: a dim beyond the input's rank": "doctor",
-    "tests --causal: a dim beyond the input's rank": "doctor",
-    "tests --checks: an unknown check": "doctor",
-    "tests --loss: an unknown loss": "doctor",
-    "tests --output: a parent that is a file": "doctor",
-    "tests --output: a place nothing can be written": "doctor",
-}
-
 #: What an OSError's line says: "cannot read PATH: reason" / "cannot write PATH: reason".
 OS_ERROR_START = {
     "an unreadable file": "error: cannot read ",
@@ -411,9 +383,6 @@ def assert_rejected(result: Result | ReachedWork, case: str) -> None:
 @pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input_is_one_error_line_before_any_work(case: Case, project: Path) -> None:
-    owner = _FIXED_ON_OTHER_BRANCHES.get(case.id)
-    if owner is not None:
-        pytest.skip(f"fixed on the {owner} branch")
     result = invoke(case.command, case.argv)
     assert_rejected(result, case.id)
     start = OS_ERROR_START.get(case.id.rpartition(": ")[2])
@@ -441,12 +410,6 @@ def test_every_parameter_is_audited() -> None:
             if bad_values(name, param) is None:
                 gaps.append(f"{name} {_label(param)}: no bad values (STRING_BAD or PATH_ROLES)")
     assert not gaps, "\n".join(gaps)
-
-
-def test_every_case_id_to_skip_exists() -> None:
-    ids = {case.id for case in CASES}
-    stale = {key for key in _FIXED_ON_OTHER_BRANCHES if key not in ids and "CUDA" not in key}
-    assert not stale, stale
 
 
 def test_nan_is_tried_on_every_float() -> None:

@@ -38,6 +38,7 @@ PIP_NAMES: dict[str, str] = {
     "PIL": "pillow",
     "sklearn": "scikit-learn",
     "numpy": "numpy",
+    "pytest": "pytest",
 }
 
 #: Import name -> the torchwise extra that brings it, when one does.
@@ -138,3 +139,27 @@ def import_torch(*, verbose: bool = False, purpose: str | None = None) -> Module
     with quiet_torch_warnings(verbose=verbose):
         import torch
     return torch
+
+
+def require_device(device: str) -> None:
+    """A clear error when ``--device`` names an accelerator this torch cannot use.
+
+    Checked before any model is built: ``torch.device("cuda")`` is accepted by a CPU
+    build of torch and fails only at the first tensor moved there, deep in the run.
+    """
+    import torch
+
+    from torchwise.errors import TorchwiseError
+
+    kind = torch.device(device).type
+    if kind == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "no CUDA device visible"
+        raise TorchwiseError(
+            f"--device {device}: CUDA is not available here (torch {torch.__version__}, {build})",
+            hint="use --device cpu, or run on a machine with a CUDA GPU and a CUDA build of torch",
+        )
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise TorchwiseError(
+            f"--device {device}: MPS is not available here", hint="use --device cpu"
+        )
+

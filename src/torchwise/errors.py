@@ -36,6 +36,8 @@ class ExitCode(enum.IntEnum):
     #: bad usage, bad input (missing path, unparsable spec, corrupt file), a missing
     #: optional dependency, or an internal error.
     ERROR = 2
+    #: Ctrl-C stopped the run (what finished was still reported): 128 + SIGINT, as shells do
+    INTERRUPTED = 130
 
 
 class TorchwiseError(Exception):

@@ -33,6 +33,8 @@ class LossChoice:
     target: torch.Tensor
     num_classes: int | None = None
     class_dim: int = -1
+    #: the classes are the batch's own samples (contrastive logits, sample i matches i)
+    pairwise: bool = False
 
     @property
     def chance_loss(self) -> float | None:

@@ -315,6 +315,119 @@ class DataDependentBranch(MLP):
         return super().forward(x)
 
 
+class TiedGPT(TinyGPT):
+    """Input and output embeddings share one Parameter (GPT-2's tie)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn.init.normal_(self.tok.weight, std=0.02)  # GPT-2's init, as the tie needs
+        self.head = nn.Linear(D, V, bias=False)
+        self.head.weight = self.tok.weight
+
+
+class SpatialAttention(nn.Module):
+    """SAGAN-style self-attention over the H*W positions of a feature map."""
+
+    def __init__(self, channels: int = 8, axis: int = -1) -> None:
+        super().__init__()
+        self.q = nn.Conv2d(channels, channels // 2, 1)
+        self.k = nn.Conv2d(channels, channels // 2, 1)
+        self.v = nn.Conv2d(channels, channels, 1)
+        self.axis = axis
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = x.shape
+        q = self.q(x).flatten(2).transpose(1, 2)  # (n, hw, c/2)
+        k = self.k(x).flatten(2)  # (n, c/2, hw)
+        attn = torch.softmax(q @ k, dim=self.axis)  # (n, hw queries, hw keys)
+        out = self.v(x).flatten(2) @ attn.transpose(1, 2)  # (n, c, hw): sums over the keys
+        return x + out.view(n, c, h, w)
+
+
+class AttentionCNN(nn.Module):
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.attn = SpatialAttention(8, axis)
+        self.head = nn.Linear(8, C)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.attn(F.relu(self.stem(x))).mean((2, 3)))  # (B, C)
+
+
+class FourierFeatures(nn.Module):
+    """A fixed random projection kept as a buffer on purpose (random Fourier features)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("freqs", torch.randn(D, 16) * 2.0)
+        self.head = nn.Linear(32, C)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = x @ self.freqs  # (B, 16)
+        return self.head(torch.cat([z.sin(), z.cos()], -1))  # (B, C)
+
+
+class ResidualMLP(nn.Module):
+    """Pre-norm residual blocks; ``twice`` adds the input back a second time."""
+
+    class Block(nn.Module):
+        def __init__(self, twice: bool) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(D)
+            self.fc = nn.Linear(D, D)
+            self.twice = twice
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = x + self.fc(self.norm(x))
+            return out + x if self.twice else out  # BUG when twice: 2x + f(x)
+
+    def __init__(self, twice: bool = False) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(self.Block(twice) for _ in range(3))
+        self.head = nn.Linear(D, C)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class BufferWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(D, 32)
+        # BUG: a weight registered as a buffer (meant nn.Parameter): it never trains
+        self.register_buffer("weight", torch.randn(C, 32) / 32**0.5)
+        self.bias = nn.Parameter(torch.zeros(C))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.relu(self.fc1(x)), self.weight, self.bias)
+
+
+class CopiedTieGPT(TinyGPT):
+    def __init__(self) -> None:
+        super().__init__()
+        nn.init.normal_(self.tok.weight, std=0.02)
+        self.head = nn.Linear(D, V, bias=False)
+        self.head.weight = nn.Parameter(self.tok.weight.detach().clone())  # BUG: a copy
+
+
+class OwnLossGPT(TinyGPT):
+    """Computes its own loss when given targets, as nanoGPT does; ``dim`` is log_softmax's."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> Any:
+        logits = super().forward(idx)  # (n, t, V)
+        if targets is None:
+            return logits
+        logp = F.log_softmax(logits, dim=self.dim)  # BUG when dim=1: over time, not vocab
+        return logits, F.nll_loss(logp.reshape(-1, V), targets.reshape(-1))
+
+
 def _gpt(causal: bool, diagonal: int = 1) -> Callable[[], nn.Module]:
     return lambda: TinyGPT(causal, diagonal)
 
@@ -325,6 +438,13 @@ CLEAN: list[Case] = [
     Case("mlp", "clean MLP with dropout", "", MLP, feats),
     Case("cnn", "clean CNN with batch norm", "", SmallCNN, images),
     Case("gpt", "clean causal transformer", "", _gpt(True), tokens, CAUSAL),
+    Case("tied-gpt", "input and output embeddings tied", "", TiedGPT, tokens, CAUSAL),
+    Case("spatial-attention", "SAGAN-style attention over positions", "", AttentionCNN, images),
+    Case(
+        "fourier-features", "a fixed random projection kept as a buffer", "", FourierFeatures, feats
+    ),
+    Case("residual-mlp", "pre-norm residual blocks", "", ResidualMLP, feats),
+    Case("own-loss-gpt", "a GPT computing its own loss", "", OwnLossGPT, tokens, CAUSAL),
 ]
 
 BUGGY: list[Case] = [
@@ -369,6 +489,15 @@ BUGGY: list[Case] = [
          PlainTensorMask, feats),
     Case("data-dependent-branch", "if x.mean() > 0 in forward", "exportable",
          DataDependentBranch, feats),
+    Case("buffer-weight", "a weight registered as a buffer", "wiring", BufferWeight, feats),
+    Case("residual-twice", "the residual added twice in each block", "wiring",
+         lambda: ResidualMLP(twice=True), feats),
+    Case("attention-wrong-axis", "spatial attention softmax over the queries", "wiring",
+         lambda: AttentionCNN(axis=1), images),
+    Case("copied-tie", "output embedding a copy of the input one, not tied", "wiring",
+         CopiedTieGPT, tokens, CAUSAL),
+    Case("own-loss-wrong-axis", "the model's own loss log_softmax over time", "init-loss",
+         lambda: OwnLossGPT(dim=1), tokens, CAUSAL),
 ]  # fmt: skip
 
 

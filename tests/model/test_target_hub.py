@@ -56,6 +56,19 @@ def test_hf_config_typo_is_an_error_not_a_default_sized_model(transformers: obje
     assert info.value.hint is not None and "num_hidden_layers" in info.value.hint
 
 
+def test_hf_accepts_keys_the_model_code_reads(transformers: object) -> None:
+    # Qwen3-MoE reads getattr(config, "head_dim", ...) though its config does not declare it
+    rt = resolve_target(
+        "hf:Qwen3MoeForCausalLM",
+        init_kwargs='{"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, '
+        '"num_key_value_heads": 2, "head_dim": 16, "vocab_size": 64, "num_experts": 2, '
+        '"num_experts_per_tok": 1, "moe_intermediate_size": 16, "intermediate_size": 32}',
+        device="meta",
+    )
+    assert rt.model.config.head_dim == 16
+    assert rt.model.model.layers[0].self_attn.q_proj.out_features == 4 * 16
+
+
 def test_hf_attribute_map_names_are_config_fields(transformers: object) -> None:
     # GPT-2 calls its depth n_layer; num_hidden_layers maps onto it
     t = resolve_target(

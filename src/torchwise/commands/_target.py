@@ -46,6 +46,10 @@ class TargetArgs:
     build_on: str = "auto"
     batch_dim: int | None = None
     config_start: Path | None = None
+    #: ``--batch-dim none``: the inputs are one example with no batch dim (a graph)
+    no_batch: bool = False
+    #: ``--inputs-from file.py:function``: the inputs come from that function
+    inputs_from: str | None = None
 
     def resolve(self, *, device: str) -> ResolvedTarget:
         """Build the model and its inputs (``device="meta"`` for measuring without running)."""
@@ -60,6 +64,7 @@ class TargetArgs:
             batch_dim=self.batch_dim,
             config_start=self.config_start,
             device=device,
+            inputs_from=self.inputs_from,
         )
 
     def flags(self) -> str:
@@ -71,13 +76,38 @@ class TargetArgs:
             ("--init-kwargs", self.init_kwargs),
             ("--build", self.build),
             ("--build-on", None if self.build_on == "auto" else self.build_on),
-            ("--batch-dim", self.batch_dim),
+            ("--batch-dim", "none" if self.no_batch else self.batch_dim),
+            ("--inputs-from", self.inputs_from),
             ("--config", self.config_start),
         ]
         for flag, value in options:
             if value is not None:
                 words += [flag, str(value)]
         return shlex.join(words)
+
+
+#: ``--batch-dim none``
+NO_BATCH = "none"
+
+
+class BatchDim(click.ParamType):  # type: ignore[type-arg]
+    """``--batch-dim``: a dim index (0 or more) or ``none``."""
+
+    name = "batch_dim"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) or value is None:
+            return value
+        text = str(value).strip().lower()
+        if text == NO_BATCH:
+            return NO_BATCH
+        try:
+            dim = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a dim index or 'none'", param, ctx)
+        if dim < 0:
+            self.fail(f"{value!r} is negative; use 0 or more, or 'none'", param, ctx)
+        return dim
 
 
 def target_options(command: F) -> F:
@@ -92,8 +122,9 @@ def target_options(command: F) -> F:
         init_kwargs: str | None,
         build: str | None,
         build_on: str,
-        batch_dim: int | None,
+        batch_dim: int | str | None,
         config_start: Path | None,
+        inputs_from: str | None,
         **kwargs: Any,
     ) -> object:
         # Every model command needs torch; say so before the user's module is imported
@@ -105,7 +136,18 @@ def target_options(command: F) -> F:
             verbose=bool(kwargs.get("verbose")), purpose=click.get_current_context().command_path
         )
 
-        request = TargetArgs(target, inputs, init_kwargs, build, build_on, batch_dim, config_start)
+        no_batch = batch_dim == NO_BATCH
+        request = TargetArgs(
+            target,
+            inputs,
+            init_kwargs,
+            build,
+            build_on,
+            None if no_batch or batch_dim is None else int(batch_dim),
+            config_start,
+            no_batch=no_batch,
+            inputs_from=inputs_from,
+        )
         return command(*args, target=request, **kwargs)
 
     decorators = (
@@ -132,11 +174,19 @@ def target_options(command: F) -> F:
         ),
         click.option(
             "--batch-dim",
-            type=click.IntRange(min=0),
+            type=BatchDim(),
             default=None,
-            metavar="N",
-            help="Which input dim is the batch (1 for time-first (T, B, ...) inputs). "
-            "Default: a dim named 'batch' in the spec, else 0.",
+            metavar="N|none",
+            help="Which input dim is the batch (1 for time-first (T, B, ...) inputs; none "
+            "when the inputs are one example, such as a graph). Default: a dim named "
+            "'batch' in the spec, else 0.",
+        ),
+        click.option(
+            "--inputs-from",
+            metavar="FILE.py:FN",
+            help="A function (no arguments) that returns forward's inputs: a tensor, a tuple, "
+            "a dict of keyword arguments or (args, kwargs); for inputs a spec cannot "
+            "describe, such as a normalised adjacency matrix.",
         ),
         click.option(
             "--config",

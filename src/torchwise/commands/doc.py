@@ -18,13 +18,13 @@ if TYPE_CHECKING:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @target_options
-@click.option("--write", "action", flag_value="write", help="Update the docstrings in place.")
+@click.option("--write", is_flag=True, help="Update the docstrings in place.")
 @click.option(
-    "--check", "action", flag_value="check",
+    "--check", is_flag=True,
     help="Write nothing; exit 1 with a diff when the docs are stale (a CI gate).",
 )  # fmt: skip
 @click.option(
-    "--diff", "action", flag_value="diff",
+    "--diff", is_flag=True,
     help="Print the change --write would make; exit 1 when there is one (as review --diff).",
 )  # fmt: skip
 @click.option(
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 @output_options()
 def doc(
     target: TargetArgs,
-    action: str | None,
+    write: bool,
+    check: bool,
+    diff: bool,
     markdown: Path | None,
     console: Console,
 ) -> None:
@@ -55,7 +57,16 @@ def doc(
     change a file; 2 bad input or a model that does not run.
     """
     from torchwise.doc.run import run_doc
-    from torchwise.errors import ExitCode
+    from torchwise.errors import ConfigError, ExitCode
+
+    chosen = [name for name, on in (("write", write), ("check", check), ("diff", diff)) if on]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"--{' and --'.join(chosen)} cannot be combined: --write changes the file, --check "
+            "and --diff only compare",
+            hint="use --write to update, then --check in CI",
+        )
+    action = chosen[0] if chosen else None
 
     # The model's own prints go to stderr: stdout carries only the docstrings or the diff.
     with contextlib.redirect_stdout(sys.stderr):
@@ -69,6 +80,7 @@ def doc(
             build=target.build,
             build_on=target.build_on,
             batch_dim=target.batch_dim,
+            inputs_from=target.inputs_from,
             command=target.flags(),
             console=console,
         )

@@ -10,11 +10,6 @@ from torchwise.console import Console
 from torchwise.doctor.options import DEFAULT_OVERFIT_STEPS
 from torchwise.doctor.registry import CHECKS
 
-#: Named dims resized when the batch comes from a target's default inputs: doctor
-#: needs more than one sample (batch-independence, BatchNorm in train mode) and a
-#: short sequence keeps the overfit loop fast.
-_DOCTOR_SIZES = {"batch": 4, "seq": 32}
-
 _CHECK_LIST = "\n".join(f"  {entry.id:<20} {entry.title}" for entry in CHECKS)
 
 
@@ -51,7 +46,11 @@ _CHECK_LIST = "\n".join(f"  {entry.id:<20} {entry.title}" for entry in CHECKS)
     "--overfit-lr", type=click.FloatRange(min=0, min_open=True), default=None,
     help="Adam learning rate of overfit-batch (default: 1e-2 below 2M parameters, else 1e-3).",
 )  # fmt: skip
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and labels.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True,
+    help="One seed for everything random: the model's initial weights, the inputs, the "
+    "labels and every draw a check makes. The same seed gives the same verdicts.",
+)  # fmt: skip
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @output_options()
 @click.pass_context
@@ -84,40 +83,48 @@ def doctor(
       torchwise doctor lstm.py:RNNModel -i 'i64[35,4]<100, (f32[2,4,64], f32[2,4,64])' \\
           --batch-dim 1
     """
-    from torchwise.doctor.api import DoctorInterrupted, check
+    import sys
+
+    from torchwise.deps import require_device
+    from torchwise.doctor.api import DoctorInterrupted, check, select
+    from torchwise.doctor.batch import doctor_batch
+    from torchwise.doctor.context import reseed_all
     from torchwise.doctor.options import Options
     from torchwise.doctor.report import CheckResult, line_for
     from torchwise.errors import ExitCode
     from torchwise.target import make_inputs, parse_input_spec
 
-    selected = check_ids.split(",") if check_ids else None
+    require_device(device)
+    selected = select(check_ids.split(",")) if check_ids else None
+    spec = parse_input_spec(target_spec) if target_spec else None
+    reseed_all(seed)  # the model's initial weights come from --seed too
     resolved = target.resolve(device=device)
     for note in resolved.notes:
         console.note(f"note: {note}")
-    args, kwargs = resolved.args, resolved.kwargs
-    if not target.inputs:
-        named = {n for spec in resolved.input_specs for n in spec.dim_names()}
-        sizes = {k: v for k, v in _DOCTOR_SIZES.items() if k in named}
-        if sizes:
-            args, kwargs = resolved.inputs_at(device=device, sizes=sizes)
+    args, kwargs = doctor_batch(resolved, inputs_given=bool(target.inputs), device=device,
+                                seed=seed)  # fmt: skip
     labels = None
-    if target_spec:
-        (labels,), _ = make_inputs([parse_input_spec(target_spec)], device=device, seed=seed + 1)
+    if spec is not None:
+        (labels,), _ = make_inputs([spec], device=device, seed=seed + 1)
     options = Options(
         loss=loss,
         target=labels,
         causal_dim=causal_dim,
-        batch_dim=resolved.batch_dim,
+        batch_dim=None if target.no_batch else resolved.batch_dim,
         overfit_steps=overfit_steps,
         overfit_lr=overfit_lr,
         seed=seed,
     )
     total = len(selected) if selected else len(CHECKS)
+    # On a terminal the report follows on the same screen: show each finished check in
+    # the bar only, so the table is printed once.
+    rows_above_bar = console.output is not None or not sys.stdout.isatty()
     with console.progress(total, f"doctor {resolved.name}") as bar:
 
         def finished(result: CheckResult) -> None:
-            bar.log(line_for(result))
-            bar.advance()
+            if rows_above_bar:
+                bar.log(line_for(result))
+            bar.advance(label=f"{result.id} {result.status.value}")
 
         try:
             report = check(
@@ -133,6 +140,6 @@ def doctor(
             report = stop.report
     console.emit(report.render(fmt))
     if report.interrupted:
-        click_ctx.exit(130)
+        click_ctx.exit(ExitCode.INTERRUPTED)
     if not report.ok:
         click_ctx.exit(ExitCode.FINDINGS)

@@ -68,11 +68,13 @@ def inspect(
       torchwise inspect model.py:Net --input 'f32[8,3,32,32]' --depth 2
       torchwise inspect zoo:gpt2 --input 'i64[batch=1,seq=128]<50257' --scaling seq=128,256,512
     """
+    from torchwise.deps import require_device
     from torchwise.model.report import render, render_scaling
     from torchwise.model.scaling import parse_scaling
     from torchwise.model.scaling import scaling as run_scaling
     from torchwise.model.summary import summarize
 
+    require_device(device)
     dimension = parse_scaling(scaling) if scaling else None
     # The model's own prints (a constructor announcing its size) go to stderr: stdout
     # carries only the report, so `--format json > file` stays JSON.

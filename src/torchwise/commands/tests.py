@@ -72,11 +72,20 @@ def tests(
       torchwise tests hf:GPT2LMHeadModel --init-kwargs '{"n_layer": 2}' -o tests/test_gpt2.py
       torchwise tests cifarnet -o tests/test_cifarnet.py --check     # CI: exit 1 if stale
     """
+    from torchwise.deps import require
     from torchwise.errors import ExitCode, TorchwiseError
     from torchwise.testgen import write_tests
 
+    # The file is pytest's and torchwise runs it once before writing it: without pytest
+    # that run would fail at `import pytest` and read as a failure of the model.
+    require("pytest", purpose="torchwise tests (it writes and runs a pytest module)")
     if target.build_on == "meta":
         raise TorchwiseError("tests run the model: --build-on meta does not apply")
+    if target.inputs_from:
+        raise click.UsageError(
+            "--inputs-from is not supported by tests yet: the generated file builds its inputs "
+            "from specs; describe them with --input"
+        )
     if check and output is None:
         raise click.UsageError("--check needs -o/--output, the file to compare with")
     if check and force:

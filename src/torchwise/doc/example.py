@@ -73,10 +73,54 @@ def recipe(rt: ResolvedTarget) -> Recipe:
     module = sys.modules.get(cls.__module__)
     namespace = vars(module) if module is not None else {}
     missing = [name for name in rt.build_names if name not in namespace]
-    line = rt.import_line()
-    example_imports = [line] if missing and line else []
+    example_imports = _imports_for(missing, rt) if missing else []
     imports = _import_lines(rt)
     return Recipe(imports, call, call, example_imports, _printed_by(call, rt, namespace))
+
+
+def _target_namespace(rt: ResolvedTarget) -> dict[str, Any]:
+    """The namespace the build expression was evaluated in (the user's loaded file)."""
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)
+        if rt.module_file is not None and source and Path(source) == rt.module_file:
+            return dict(vars(module))
+    named = sys.modules.get(rt.module or "")
+    return dict(vars(named)) if named is not None else {}
+
+
+def _imports_for(names: list[str], rt: ResolvedTarget) -> list[str]:
+    """Import lines for the names a build expression takes from its module, each from where
+    it really lives: ``from torch import nn`` for torch's, ``from model import Block`` for
+    the user's (a ``--build "nn.Sequential(Block(4), nn.ReLU())"`` documents torch's
+    Sequential, whose module has neither)."""
+    import types
+
+    namespace = _target_namespace(rt)
+    lines: list[str] = []
+    own: list[str] = []
+    for name in names:
+        obj = namespace.get(name)
+        home = getattr(obj, "__module__", None)
+        if isinstance(obj, types.ModuleType):
+            parent, _, leaf = obj.__name__.rpartition(".")
+            if obj.__name__ == name:
+                lines.append(f"import {name}")
+            elif leaf == name:
+                lines.append(f"from {parent} import {name}")
+            else:
+                lines.append(f"import {obj.__name__} as {name}")
+        elif (
+            home
+            and home != rt.module
+            and _importable(home)
+            and (getattr(sys.modules.get(home), name, None) is obj)
+        ):
+            lines.append(f"from {home} import {name}")
+        else:
+            own.append(name)
+    if own and rt.module:
+        lines.append(f"from {rt.module} import {', '.join(own)}")
+    return lines
 
 
 def _printed_by(call: str, rt: ResolvedTarget, namespace: dict[str, Any]) -> str:
@@ -86,12 +130,13 @@ def _printed_by(call: str, rt: ResolvedTarget, namespace: dict[str, Any]) -> str
     if not namespace or rt.origin == "zoo":
         return ""
     globs = dict(namespace)
-    line = rt.import_line()
+    # the names the build takes from the user's file, as objects: importing the file by
+    # name here could find another module of that name on sys.path and leave it cached
+    target = _target_namespace(rt)
+    globs.update({name: target[name] for name in rt.build_names if name in target})
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer), torch.device("meta"):
-            if line and any(name not in namespace for name in rt.build_names):
-                exec(line, globs)
             eval(call, globs)
     except Exception:
         return ""  # the Example run reports a build that fails; here only prints matter
@@ -284,8 +329,23 @@ def run_doctest(lines: list[str], cls: type, rt: ResolvedTarget, flops: int) -> 
     test = doctest.DocTestParser().get_doctest(text, globs, f"{cls.__qualname__} Example", None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report = io.StringIO()
-    with _device_for(rt, flops) as device:
-        result = runner.run(test, out=report.write, clear_globs=True)
+    # the Example imports the user's own file as a user running it from its directory would
+    directory = str(rt.module_file.parent) if rt.module_file is not None else None
+    saved_path, saved_modules = list(sys.path), set(sys.modules)
+    # a module of the same name imported from elsewhere must not answer the Example's import
+    shadowed = sys.modules.pop(rt.module, None) if directory and rt.module else None
+    if directory is not None:
+        sys.path.insert(0, directory)
+    try:
+        with _device_for(rt, flops) as device:
+            result = runner.run(test, out=report.write, clear_globs=True)
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            if name == rt.module or _is_project_module(sys.modules[name], saved_path):
+                del sys.modules[name]
+        if shadowed is not None and rt.module:
+            sys.modules[rt.module] = shadowed
     if result.failed:
         raise TorchwiseError(
             f"the generated Example for {cls.__qualname__} does not run:\n{report.getvalue()}",

@@ -79,6 +79,7 @@ def run_doc(
     build: str | None = None,
     build_on: str = "auto",
     batch_dim: int | None = None,
+    inputs_from: str | None = None,
     command: str | None = None,
     console: Console | None = None,
 ) -> tuple[int, str, str]:
@@ -105,7 +106,7 @@ def run_doc(
     # on the CPU by their own constructor, and torchwise measures a private copy.
     resolved = resolve_target(
         target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
-        build=build, build_on=build_on, batch_dim=batch_dim,
+        build=build, build_on=build_on, batch_dim=batch_dim, inputs_from=inputs_from,
     )  # fmt: skip
     if action == "write" and resolved.source_file is not None:
         refusal = _installed_or_ours(resolved.source_file)
@@ -114,6 +115,7 @@ def run_doc(
                 f"refusing to edit {_display(resolved.source_file)}: {refusal}",
                 hint="--diff shows the docstrings, --markdown PATH writes a page of your own",
             )
+        _check_writable(resolved.source_file)  # before measuring, not after
     doc = document(target, resolved, config_start=config_start, console=console)
     out: list[str] = []
     err: list[str] = [f"note: {note}" for note in [*resolved.notes, *doc.notes]]
@@ -134,7 +136,10 @@ def run_doc(
                 code = ExitCode.FINDINGS
         elif action == "write":
             if after != before:
-                docsource.write_atomic(path, after)
+                try:
+                    docsource.write_atomic(path, after)
+                except OSError as exc:
+                    raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
                 err.append(f"{shown}: docstrings updated")
             else:
                 err.append(f"{shown}: up to date")

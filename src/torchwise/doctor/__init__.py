@@ -6,9 +6,10 @@
 <Status.PASS: 'pass'>
 >>> assert_healthy(model, torch.randn(8, 3, 32, 32))  # raises DoctorError on a failure
 
-The check ids (:data:`CHECK_IDS`) and the JSON layout are public contracts. The
-names are loaded on first use, so ``torchwise.doctor.registry`` (the ids and
-titles) imports without torch.
+The check ids (:data:`CHECK_IDS`) and the JSON layout are public contracts;
+:data:`CHECKS` is the one table of ids, titles and what each check guards against
+(the CLI's help and ``torchwise tests`` read it). The names are loaded on first
+use, so ``torchwise.doctor.registry`` (the ids and titles) imports without torch.
 """
 
 from __future__ import annotations
@@ -18,12 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchwise.doctor.api import DoctorError, DoctorInterrupted, assert_healthy, check
+    from torchwise.doctor.batch import (
+        DOCTOR_SIZES,
+        at_doctor_sizes,
+        doctor_batch,
+        doctor_inputs,
+    )
+    from torchwise.doctor.context import reseed_all as seed_all
     from torchwise.doctor.options import Options
-    from torchwise.doctor.registry import CHECK_IDS
+    from torchwise.doctor.registry import CHECK_IDS, CHECKS
     from torchwise.doctor.report import CheckResult, Report, Status
 
 __all__ = [
+    "CHECKS",
     "CHECK_IDS",
+    "DOCTOR_SIZES",
     "CheckResult",
     "DoctorError",
     "DoctorInterrupted",
@@ -31,11 +41,21 @@ __all__ = [
     "Report",
     "Status",
     "assert_healthy",
+    "at_doctor_sizes",
     "check",
+    "doctor_batch",
+    "doctor_inputs",
+    "seed_all",
 ]
 
 _HOMES = {
+    "CHECKS": "registry",
     "CHECK_IDS": "registry",
+    "DOCTOR_SIZES": "batch",
+    "at_doctor_sizes": "batch",
+    "doctor_batch": "batch",
+    "doctor_inputs": "batch",
+    "seed_all": "context",
     "CheckResult": "report",
     "DoctorError": "api",
     "DoctorInterrupted": "api",
@@ -51,4 +71,5 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'torchwise.doctor' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"torchwise.doctor.{home}"), name)
+    attr = "reseed_all" if name == "seed_all" else name
+    return getattr(importlib.import_module(f"torchwise.doctor.{home}"), attr)

@@ -186,6 +186,8 @@ def _report(
     notes = list(ctx.notes) if ctx is not None else []
     if ctx is not None and ctx.batch_dim:
         notes.append(f"batch dim {ctx.batch_dim}")
+    elif ctx is not None and ctx.batch_dim is None:
+        notes.append("no batch dim: the inputs are one example (batch_dim=None)")
     return Report(
         target=label,
         inputs=[describe(t) for t in tensors_in((args, kwargs))],

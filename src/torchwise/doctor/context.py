@@ -2,22 +2,28 @@
 
 Inputs are cloned on every call so a model that writes into its input cannot
 change the caller's tensors. The model's output is reduced to one "primary"
-tensor: the tensor itself, ``out["logits"]``/``out.logits`` (Hugging Face), or
-the first floating-point tensor of a tuple, list or dict.
+tensor and its kind read (:mod:`torchwise.doctor.outputs`).
 
-Two adaptations make mainstream models run as their authors meant:
+Three adaptations make mainstream models run as their authors meant:
 
-- a forward with a ``use_cache`` parameter (Hugging Face decoders) is called with
-  ``use_cache=False``: the key/value cache is an inference output, not part of
-  what training or export should be judged on;
-- a forward that accepts labels (``labels=``, ``targets=``) and returns a loss
-  with them is trained and judged with **its own loss**, on labels made to fit
-  its output, so the model's loss code is checked too.
+- a Hugging Face model (a forward with a ``use_cache`` parameter, or ``**kwargs`` and
+  a config with ``use_cache``) is called with ``use_cache=False``: the key/value cache
+  is an inference output, not part of what training or export should be judged on;
+- a forward that accepts labels (``labels=``, ``targets=``) and returns a loss with
+  them is trained and judged with **its own loss**, on labels made to fit its
+  output, so the model's loss code is checked too; a forward with a
+  ``return_loss`` flag (CLIP's contrastive loss) is called with it set;
+- every forward a check compares with another starts from the same state of every
+  random number generator doctor knows (torch, CUDA, numpy, python ``random``):
+  :meth:`Context.reseed` replays dropout masks, layer-drop decisions and numpy-drawn
+  masks, so two runs differ only by what the check changed.
 """
 
 from __future__ import annotations
 
 import inspect
+import random
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -25,58 +31,43 @@ import torch
 from torch import nn
 
 from torchwise.doctor.options import Options
+from torchwise.doctor.outputs import auto_loss, is_pairwise, primary_output, returned_loss
 from torchwise.doctor.tensors import map_tensors, tensors_in
 from torchwise.doctor.trace import module_in_traceback
 from torchwise.errors import TorchwiseError, UserCodeError
-from torchwise.losses import LossChoice, choose_loss
+from torchwise.losses import LossChoice
 
 __all__ = [
     "LABEL_PARAMETERS",
+    "LOSS_FLAGS",
     "Context",
     "backward",
     "map_tensors",
     "normalize_inputs",
     "primary_output",
+    "reseed_all",
     "returned_loss",
     "tensors_in",
 ]
 
 #: forward parameters that take labels and make a model return its own loss.
 LABEL_PARAMETERS = ("labels", "targets", "target", "label")
-
-
-def primary_output(out: Any) -> torch.Tensor:
-    """The tensor doctor computes its own loss on and compares between runs."""
-    if isinstance(out, torch.Tensor):
-        return out
-    logits = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
-    if isinstance(logits, torch.Tensor):
-        return logits
-    for tensor in tensors_in(out):
-        if tensor.is_floating_point() and tensor.ndim > 0:
-            return tensor
-    raise TorchwiseError(
-        f"the model returned {type(out).__name__} with no floating-point tensor in it",
-        hint="doctor needs forward() to return a tensor, a tuple/dict of tensors or .logits",
-    )
-
-
-def returned_loss(out: Any) -> torch.Tensor | None:
-    """The loss a model returned with its labels: ``out.loss``, ``out["loss"]``, or the
-    0-d floating-point tensor of a tuple such as nanoGPT's ``(logits, loss)``."""
-    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
-    if isinstance(loss, torch.Tensor) and loss.ndim == 0 and loss.is_floating_point():
-        return loss
-    if isinstance(out, (tuple, list)):
-        for item in out:
-            if isinstance(item, torch.Tensor) and item.ndim == 0 and item.is_floating_point():
-                return item
-    return None
+#: forward flags that make a model return its own loss without labels (CLIP).
+LOSS_FLAGS = ("return_loss",)
 
 
 def backward(loss: torch.Tensor, *, retain_graph: bool = False) -> None:
     """``loss.backward()``, typed (torch leaves Tensor.backward unannotated)."""
     loss.backward(retain_graph=retain_graph)  # type: ignore[no-untyped-call]
+
+
+def reseed_all(seed: int) -> None:
+    """Seed torch (every device), python's ``random`` and numpy's global generator."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
 
 
 def normalize_inputs(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -98,6 +89,14 @@ def _forward_parameters(model: nn.Module) -> Mapping[str, inspect.Parameter]:
         return inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return {}
+
+
+def _takes_use_cache(model: nn.Module, params: Mapping[str, inspect.Parameter]) -> bool:
+    if "use_cache" in params:
+        return True
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    config = getattr(model, "config", None)
+    return open_kwargs and isinstance(getattr(config, "use_cache", None), bool)
 
 
 class Context:
@@ -122,18 +121,26 @@ class Context:
         #: what doctor changed about how it calls the model, for the report
         self.notes: list[str] = []
         params = _forward_parameters(model)
-        if "use_cache" in params and "use_cache" not in self.kwargs:
+        if _takes_use_cache(model, params) and "use_cache" not in self.kwargs:
             self.kwargs["use_cache"] = False
             self.notes.append("called with use_cache=False: the KV cache is an inference output")
-        self.batch_dim = options.batch_dim
-        found = [t for t in tensors_in((args, kwargs)) if t.ndim > self.batch_dim]
-        if not found:
-            raise TorchwiseError(
-                f"doctor needs an input tensor with a batch dim (dim {self.batch_dim})",
-                hint="pass --batch-dim N when the batch is not dim 0",
-            )
-        self.batch_size = int(found[0].shape[self.batch_dim])
-        self.device = found[0].device
+        tensors = tensors_in((args, kwargs))
+        if not tensors:
+            raise TorchwiseError("doctor needs at least one input tensor")
+        self.device = tensors[0].device
+        #: the inputs' batch dim and size; both None with ``batch_dim=None`` (one example)
+        self.batch_dim: int | None = options.batch_dim
+        self.batch_size: int | None = None
+        if self.batch_dim is not None:
+            found = [t for t in tensors if t.ndim > self.batch_dim]
+            if not found:
+                raise TorchwiseError(
+                    f"doctor needs an input tensor with a batch dim (dim {self.batch_dim})",
+                    hint="pass --batch-dim N when the batch is not dim 0, or --batch-dim none "
+                    "when the inputs are one example (a graph)",
+                )
+            self.batch_size = int(found[0].shape[self.batch_dim])
+            self.device = found[0].device
         self.names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
         #: plain tensor attributes before doctor's first forward: any other one that
         #: shows up later is a cache forward keeps on the module
@@ -143,24 +150,85 @@ class Context:
             for key, value in vars(m).items()
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
         }
-        #: the forward parameter the labels go to when the model computes its own loss;
-        #: once set, every forward gets the labels (nanoGPT returns the logits of every
-        #: position only when it is given targets)
+        #: keyword arguments that make forward compute its own loss (``labels=...``,
+        #: ``return_loss=True``); once found, every forward gets them (nanoGPT returns
+        #: the logits of every position only when it is given targets)
+        self.loss_kwargs: dict[str, Any] = {}
+        #: the forward parameter the labels go to when the model computes its own loss
         self.labels_arg: str | None = None
+        self._check_causal_dim(tensors)
+        self.reseed()
         with torch.no_grad():
             probe = primary_output(self.call(train=False, doing=f"forward of {self.name}"))
-        self.loss: LossChoice = choose_loss(probe, options.loss, options.target, seed=options.seed)
+        self.loss: LossChoice = self._choose(probe, options.target)
+        if options.target is not None:
+            self._check_target(probe)
         own = self._own_loss(params, probe)
         if own is not None:
-            self.labels_arg, labels, probe = own
-            self.loss = choose_loss(probe, options.loss, labels, seed=options.seed)
+            arg, value, probe = own
+            self.loss_kwargs = {arg: value}
+            if isinstance(value, torch.Tensor):
+                self.labels_arg = arg
+                self.loss = self._choose(probe, value)
+            else:
+                self.loss = self._choose(probe, options.target)
         self.output_shape = tuple(probe.shape)
         #: the output dim holding the batch: the inputs' batch dim, else 0, else None
         self.output_batch_dim = self._output_batch_dim(probe)
+        #: the output is a (B, B) similarity matrix between the batch's samples
+        self.pairwise = is_pairwise(self.output_shape, self.batch_size)
 
     # -- setting up --------------------------------------------------------------
 
+    def _check_causal_dim(self, tensors: list[torch.Tensor]) -> None:
+        dim = self.options.causal_dim
+        if dim is not None and not any(t.ndim > dim for t in tensors):
+            ranks = ", ".join(f"{list(t.shape)}" for t in tensors[:4])
+            raise TorchwiseError(
+                f"--causal {dim} is beyond the inputs' dims (inputs {ranks}): no input has a "
+                f"dim {dim} to be causal along",
+                hint="give the time dim: 1 for (batch, seq) tokens, 0 for time-first inputs",
+            )
+
+    def _check_target(self, probe: torch.Tensor) -> None:
+        """The user's labels must fit the output before any check blames the model."""
+        labels = self.loss.target
+        out_batch = self._output_batch_dim(probe)
+        if (
+            out_batch is not None
+            and labels.ndim > 0
+            and labels.shape[0] != probe.shape[out_batch]
+            and labels.ndim <= probe.ndim
+        ):
+            raise TorchwiseError(
+                f"--target-spec {list(labels.shape)}: its batch ({labels.shape[0]}) differs from "
+                f"the output's ({probe.shape[out_batch]}, output {list(probe.shape)})",
+                hint=f"describe labels for {probe.shape[out_batch]} samples",
+            )
+        try:
+            with torch.no_grad():
+                self.loss.fn(probe, labels)
+        except Exception as exc:
+            raise TorchwiseError(
+                f"--target-spec {list(labels.shape)} ({labels.dtype}) does not fit the output "
+                f"{list(probe.shape)} under {self.loss.name}: {str(exc).splitlines()[0][:160]}",
+                hint="class indices are one per output row ((B,) for (B, C) logits); "
+                "regression targets have the output's shape",
+            ) from None
+
+    def _choose(self, probe: torch.Tensor, target: torch.Tensor | None) -> LossChoice:
+        return auto_loss(
+            probe,
+            tensors_in((self.args, self.kwargs)),
+            self.batch_size,
+            loss=self.options.loss,
+            target=target,
+            seed=self.options.seed,
+        )
+
     def _output_batch_dim(self, probe: torch.Tensor) -> int | None:
+        if self.batch_dim is None:
+            return None
         for dim in (self.batch_dim, 0):
             if probe.ndim > dim and probe.shape[dim] == self.batch_size:
                 return dim
@@ -168,36 +236,40 @@ class Context:
 
     def _own_loss(
         self, params: Mapping[str, inspect.Parameter], probe: torch.Tensor
-    ) -> tuple[str, torch.Tensor, torch.Tensor] | None:
-        """(labels parameter, labels, primary output) when forward computes its own loss.
+    ) -> tuple[str, Any, torch.Tensor] | None:
+        """(parameter, its value, primary output) when forward computes its own loss.
 
-        Two guesses at the labels' shape: the one the output suggests (class indices
-        per row), and, for language models, one label per input token.
+        Labels: two guesses at their shape, the one the output suggests (class indices
+        per row) and, for language models, one label per input token. Flags
+        (``return_loss``) are set to True.
         """
         if self.options.loss != "auto":
             return None
-        candidates = [self.loss.target]
+        candidates: list[Any] = [self.loss.target]
         ids = next((t for t in tensors_in(self.args) if not t.is_floating_point() and t.ndim >= 2),
                    None)  # fmt: skip
         if ids is not None and probe.ndim >= 2 and probe.shape[-1] >= 2:
             gen = torch.Generator().manual_seed(self.options.seed)
             tokens = torch.randint(0, probe.shape[-1], tuple(ids.shape), generator=gen)
             candidates.append(tokens.to(ids.device))
-        for name in LABEL_PARAMETERS:
+        tries = [(name, candidates) for name in LABEL_PARAMETERS]
+        tries += [(name, [True]) for name in LOSS_FLAGS]
+        for name, values in tries:
             param = params.get(name)
             if param is None or name in self.kwargs or param.default is inspect.Parameter.empty:
                 continue
             errors = []
-            for labels in candidates:
+            for value in values:
                 args, kwargs = self.fresh_inputs()
+                self.reseed()
                 try:
                     with torch.no_grad():
-                        out = self.model(*args, **{**kwargs, name: labels})
+                        out = self.model(*args, **{**kwargs, name: value})
                 except Exception as exc:
                     errors.append(type(exc).__name__)
                     continue
                 if returned_loss(out) is not None:
-                    return name, labels, primary_output(out)
+                    return name, value, primary_output(out)
             if errors:
                 self.notes.append(
                     f"forward({name}=...) raised {errors[0]} with labels doctor made; using "
@@ -207,6 +279,8 @@ class Context:
 
     def describe_loss(self) -> str:
         """The report's ``loss:`` line."""
+        if "return_loss" in self.loss_kwargs:
+            return "the model's own loss: forward(return_loss=True)"
         if self.labels_arg is None:
             return self.loss.describe()
         labels = "random class indices" if self.loss.kind == "ce" else "labels"
@@ -221,8 +295,7 @@ class Context:
         """Clones of the batch (with the labels, when the model computes its own loss)."""
         clone: Callable[[torch.Tensor], torch.Tensor] = lambda t: t.detach().clone()  # noqa: E731
         args, kwargs = map_tensors(self.args, clone), map_tensors(self.kwargs, clone)
-        if self.labels_arg is not None:
-            kwargs[self.labels_arg] = self.loss.target.clone()
+        kwargs.update(map_tensors(self.loss_kwargs, clone))
         return args, kwargs
 
     def call(self, *, train: bool, doing: str) -> Any:
@@ -257,18 +330,34 @@ class Context:
             args, kwargs = self.fresh_inputs()
         return self.model(*(args or ()), **(kwargs or {}))
 
+    def quiet_train_mode(self) -> None:
+        """Train mode with regularisation off: every module in eval mode except BatchNorm,
+        which keeps normalising with the batch.
+
+        Dropout, drop-path, layer drop and training-only masking (SpecAugment) are off,
+        so a step is a function of the weights and the batch alone. ``train()`` is
+        called first: modules that cache tensors in eval mode (timm's LeViT attention
+        biases) drop those caches there, so a cache built with gradients in one step
+        is never reused by the next step's backward.
+        """
+        self.model.train(True)
+        self.model.eval()
+        for module in self.model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.train()
+
     def forward_current(self) -> Any:
         """A forward with fresh inputs that leaves the modules' modes as they are."""
         args, kwargs = self.fresh_inputs()
         return self.model(*args, **kwargs)
 
     def reseed(self) -> None:
-        """Reset torch's RNG so random ops draw the same numbers in every compared run."""
-        torch.manual_seed(self.options.seed)
+        """Reset every RNG (torch, CUDA, numpy, python) so compared runs draw the same."""
+        reseed_all(self.options.seed)
 
     def loss_of(self, out: Any) -> torch.Tensor:
         """The loss of an output (of a forward that was given the labels, if own loss)."""
-        if self.labels_arg is not None:
+        if self.loss_kwargs:
             own = returned_loss(out)
             if own is not None:
                 return own
@@ -285,7 +374,7 @@ class Context:
     def has_batch(self, t: torch.Tensor, dim: int | None = None) -> bool:
         """Whether ``t`` has the batch along ``dim`` (default: the inputs' batch dim)."""
         d = self.batch_dim if dim is None else dim
-        return t.ndim > d and t.shape[d] == self.batch_size
+        return d is not None and t.ndim > d and t.shape[d] == self.batch_size
 
     # -- the model's parts ---------------------------------------------------------
 

@@ -35,14 +35,17 @@ class Options:
     target: torch.Tensor | None = None
     #: the input and output dim that is time, for ``causal-leak`` (None: not causal)
     causal_dim: int | None = None
-    #: which dim of the inputs (and outputs) is the batch: 1 for time-first (T, B, ...)
-    batch_dim: int = 0
+    #: which dim of the inputs (and outputs) is the batch: 1 for time-first (T, B, ...);
+    #: None when the inputs are one example with no batch dim (a graph's nodes and
+    #: adjacency), so samples cannot be told apart and batch-independence does not apply
+    batch_dim: int | None = 0
     #: overfit-batch: Adam steps at most (it stops early once the batch is memorised)
     overfit_steps: int = DEFAULT_OVERFIT_STEPS
     #: overfit-batch's Adam learning rate. None: 1e-2 below 2M parameters (small nets
     #: need it to memorise in a few dozen steps), 1e-3 above (transformers diverge at 1e-2)
     overfit_lr: float | None = None
-    #: seed of the generated labels and of every reseeded forward
+    #: seed of the generated labels, of every random draw a check makes and of every
+    #: compared forward (torch, CUDA, numpy and python ``random`` are all reseeded)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -50,7 +53,7 @@ class Options:
             raise TorchwiseError(f"overfit_steps must be at least 1, not {self.overfit_steps}")
         if self.overfit_lr is not None and not self.overfit_lr > 0:
             raise TorchwiseError(f"overfit_lr must be positive, not {self.overfit_lr}")
-        if self.batch_dim < 0:
+        if self.batch_dim is not None and self.batch_dim < 0:
             raise TorchwiseError(f"batch_dim must be 0 or more, not {self.batch_dim}")
         if self.causal_dim is not None and self.causal_dim < 0:
             raise TorchwiseError(f"causal_dim must be 0 or more, not {self.causal_dim}")

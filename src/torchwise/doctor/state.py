@@ -83,7 +83,7 @@ class Snapshot:
                 live[key] = value
                 saved = contents.get(key)
                 if isinstance(value, dict) and isinstance(saved, dict):
-                    if value != saved:
+                    if not _same_items(value, saved):
                         _refill(live, key, value, saved)
                 elif isinstance(value, list) and isinstance(saved, list):
                     value[:] = saved
@@ -115,6 +115,11 @@ class Snapshot:
             import numpy as np
 
             np.random.set_state(self.numpy_rng)
+
+
+def _same_items(value: dict[Any, Any], saved: dict[Any, Any]) -> bool:
+    """Same keys holding the very same objects (``==`` would compare tensors by value)."""
+    return value.keys() == saved.keys() and all(value[k] is saved[k] for k in saved)
 
 
 def _refill(live: dict[str, Any], key: str, value: dict[Any, Any], saved: dict[Any, Any]) -> None:

@@ -125,7 +125,7 @@ def diagnose_model(
 ) -> DoctorSummary:
     """Doctor, one check at a time so that each finished check is a progress step."""
     require_torch("the MCP tool diagnose_model")
-    from torchwise.doctor import CHECK_IDS, check
+    from torchwise.doctor import CHECK_IDS, check, doctor_batch, seed_all
 
     selected = [c for c in CHECK_IDS if not checks or c in checks]
     unknown = sorted(set(checks or ()) - set(CHECK_IDS))
@@ -134,15 +134,17 @@ def diagnose_model(
             f"unknown check id(s): {', '.join(unknown)}", hint=f"valid ids: {', '.join(CHECK_IDS)}"
         )
     progress(0, len(selected) + 1, f"building {target}")
+    seed_all(0)  # doctor's default seed: the same model and batch as `torchwise doctor`
     resolved = _resolve(target, inputs, init_kwargs, config, "cpu")
+    args, kwargs = doctor_batch(resolved, inputs_given=bool(inputs))
     parts = []
     for index, check_id in enumerate(selected, 1):
         progress(index, len(selected) + 1, f"doctor check {check_id}")
         report = check(
             resolved.model,
-            resolved.args,
+            args,
             [check_id],
-            kwargs=resolved.kwargs,
+            kwargs=kwargs,
             loss=loss,
             causal_dim=causal_dim,
             name=resolved.name,

@@ -250,7 +250,7 @@ def _reason(error: ForwardError) -> str:
 
 def summarize(
     model: torch.nn.Module,
-    args: tuple[Any, ...] = (),
+    args: tuple[Any, ...] | list[Any] | torch.Tensor = (),
     kwargs: dict[str, Any] | None = None,
     *,
     device: str = "meta",
@@ -271,8 +271,17 @@ def summarize(
     ``"no-attention"`` leaves out products of two activations (attention's QK^T
     and PV), as fvcore, ptflops and timm's model cards do. The attention share
     is measured either way (``attention_flops_forward``); backward FLOPs always
-    count every product.
+    count every product. ``args`` may be one tensor (``summarize(model, x)``, as
+    torchinfo's ``input_data``) or a list of arguments.
     """
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    elif isinstance(args, list):
+        args = tuple(args)
+    elif not isinstance(args, tuple):
+        raise TorchwiseError(
+            f"args must be a tensor or a tuple of forward's arguments, not {type(args).__name__}"
+        )
     if mode not in ("eval", "train"):
         raise TorchwiseError(f"mode must be 'eval' or 'train', not {mode!r}")
     if flops_convention not in CONVENTIONS:

@@ -280,8 +280,15 @@ def trace(
         loss = _loss(output)
         if loss is not None:
             back = _Measure(model, [], records, LiveBytes())
-            with outer, back:
-                loss.backward()  # type: ignore[no-untyped-call]
+            try:
+                with outer, back:
+                    loss.backward()  # type: ignore[no-untyped-call]
+            except TorchwiseError:
+                raise
+            except Exception as exc:
+                # a backward op with no meta kernel (a data-dependent index in training
+                # code): a ForwardError, so the caller falls back to fake or real tensors
+                raise forward_error(exc, model, work, None, (args, kwargs)) from exc
             flops_backward = back.flops
             mode.unsupported.update(back.unsupported)
     leaves = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]

@@ -66,10 +66,12 @@ class _Built:
 
 def _build(task: ModelTask, audit: ModelAudit, progress: Reporter, steps: int) -> _Built:
     """The model and its inputs: configured, from its factory, none, or inferred."""
+    from torchwise.doctor import at_doctor_sizes, doctor_inputs, seed_all
     from torchwise.project.infer import infer_input
-    from torchwise.target import make_inputs, parse_input_spec
+    from torchwise.target import parse_input_spec
 
     module, plan = task.module, task.module.build
+    seed_all(0)  # doctor's default seed: the same initial weights as `torchwise doctor`
     if plan.inputs or plan.inputs_source in ("configured", "factory"):
         resolved = _resolve(task, plan.inputs)
         audit.inputs = [str(spec) for spec in resolved.input_specs]
@@ -95,9 +97,10 @@ def _build(task: ModelTask, audit: ModelAudit, progress: Reporter, steps: int) -
     if spec is None:
         tried = f" (tried {len(errors)}, e.g. {errors[0]})" if errors else ""
         raise _Skip(f"could not infer the input from the first layer{tried}")
-    spec = spec.replace("batch=2", "batch=4")  # doctor needs a few samples
-    args, kwargs = make_inputs([parse_input_spec(spec)], device="cpu")
-    audit.inputs, audit.inputs_source = [spec], "inferred"
+    # the batch doctor's own front end would use (a few samples, a short sequence)
+    sized = at_doctor_sizes(parse_input_spec(spec))
+    args, kwargs = doctor_inputs([sized], device="cpu")
+    audit.inputs, audit.inputs_source = [str(sized)], "inferred"
     return _Built(model, args, kwargs)
 
 

@@ -88,7 +88,7 @@ def hf_model(name: str, init_kwargs: Mapping[str, Any]) -> HubModel:
     config_cls = getattr(cls, "config_class", None)
     if not isinstance(cls, type) or config_cls is None:
         raise TorchwiseError(f"hf:{name} is not a transformers model class with a config class")
-    _check_config_fields(name, config_cls, init_kwargs)
+    _check_config_fields(name, cls, config_cls, init_kwargs)
     config_name = config_cls.__name__
     build = call_expression(name, {}, call_expression(config_name, init_kwargs))
 
@@ -156,14 +156,38 @@ def config_fields(config_cls: type) -> set[str]:
     return fields
 
 
-def _check_config_fields(name: str, config_cls: type, init_kwargs: Mapping[str, Any]) -> None:
+def keys_read_by(model_cls: type) -> set[str]:
+    """The config keys a model's modeling code reads: ``config.head_dim`` and
+    ``getattr(config, "head_dim", default)`` in the module that defines it.
+
+    Hugging Face models read keys their config class does not declare (Qwen3-MoE's
+    ``head_dim``, LeViT's ``down_ops``); a key the model reads is a key it honours.
+    """
+    import re
+
+    try:
+        source = inspect.getsource(inspect.getmodule(model_cls) or model_cls)
+    except (OSError, TypeError):
+        return set()
+    keys = set(re.findall(r"\bconfig\.([A-Za-z_]\w*)", source))
+    keys |= set(re.findall(r"getattr\(\s*(?:self\.)?config\s*,\s*[\"'](\w+)[\"']", source))
+    return {key for key in keys if not key.startswith("_")}
+
+
+def _check_config_fields(
+    name: str, model_cls: type, config_cls: type, init_kwargs: Mapping[str, Any]
+) -> None:
     fields = config_fields(config_cls)
     unknown = [key for key in init_kwargs if key not in fields]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(fields), n=3)
+        unknown = [key for key in unknown if key not in keys_read_by(model_cls)]
+    if unknown:
+        known = fields | keys_read_by(model_cls)
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
         raise TorchwiseError(
-            f"hf:{name}: {config_cls.__name__} has no field {unknown[0]!r} "
-            "(Hugging Face configs would keep it silently and build the default size)",
+            f"hf:{name}: {config_cls.__name__} has no field {unknown[0]!r} and {name}'s code "
+            "never reads it (Hugging Face configs would keep it silently and build the "
+            "default size)",
             hint=f"did you mean {', '.join(close)}?" if close else None,
         )
 

@@ -87,6 +87,8 @@ class ResolvedTarget:
     config_name: str | None = None
     built_on: str = "cpu"
     notes: list[str] = field(default_factory=list)
+    #: ``file.py:function`` that made the inputs (``--inputs-from``), if one did
+    inputs_from: str | None = None
 
     def inputs_at(
         self, *, device: str | torch.device = "cpu", sizes: Mapping[str, int] | None = None
@@ -111,6 +113,7 @@ def resolve_target(
     batch_dim: int | None = None,
     config_start: Path | None = None,
     device: str = "cpu",
+    inputs_from: str | None = None,
 ) -> ResolvedTarget:
     """Import/build the model a target names and materialise its inputs on ``device``.
 
@@ -123,6 +126,10 @@ def resolve_target(
     ``device``, and others for real unless they have more than
     :data:`REAL_BUILD_LIMIT` parameters (counted by a build on meta first), which
     stay on meta when ``device`` is meta and are refused otherwise.
+    ``inputs_from`` (``file.py:make_inputs``) names a function whose return value is the
+    inputs (a tensor, a tuple of arguments, a dict of keyword arguments or an
+    ``(args, kwargs)`` pair): structured inputs a spec cannot describe, such as a
+    graph's normalised adjacency matrix; it is called after the model is built.
     """
     if build_on not in BUILD_ON:
         raise TorchwiseError(f"--build-on must be one of {', '.join(BUILD_ON)}, not {build_on!r}")
@@ -142,13 +149,22 @@ def resolve_target(
     recipe = recipe_for(target, loading.parse_init_kwargs(kwargs_obj), build)
     result, built_on, notes = _construct(recipe, target, build_on, device)
     model, example_specs, example = _split_example(result, recipe.label)
+    returns_example = example_specs is not None
+    if inputs_from is not None:
+        if specs:
+            raise TorchwiseError("give the inputs with --input or with --inputs-from, not both")
+        example_specs, example = _inputs_from(inputs_from)
     if not specs:
         if example_specs is not None:
             specs = example_specs
         elif recipe.default_inputs is not None:
             specs = [s for text in recipe.default_inputs(model) for s in parse_input_specs(text)]
-    if example is not None and specs is example_specs and device == "cpu":
+    if example is not None and specs is example_specs and device != "meta":
+        import torch
+
         args, kwargs = example
+        if torch.device(device).type != "cpu":
+            args, kwargs = _moved((args, kwargs), torch.device(device))
     else:
         args, kwargs = make_inputs(specs, device=device)
     display = config_name or recipe.display or type(model).__name__
@@ -167,12 +183,13 @@ def resolve_target(
         module=recipe.module,
         module_file=recipe.module_file,
         build_names=recipe.build_names,
-        returns_example=example_specs is not None,
+        returns_example=returns_example,
         batch_dim=_batch_dim(batch_dim, specs, args, kwargs),
         origin=recipe.origin,
         config_name=config_name,
         built_on=built_on,
         notes=notes,
+        inputs_from=inputs_from,
     )
 
 
@@ -320,6 +337,59 @@ def _split_example(value: Any, label: str) -> tuple[Any, list[InputSpec] | None,
 
 
 # -- inputs ----------------------------------------------------------------------
+
+
+def _inputs_from(ref: str) -> tuple[list[InputSpec], tuple[Any, Any]]:
+    """Call the ``file.py:function`` that makes the inputs; (their specs, (args, kwargs))."""
+    import torch
+
+    module_ref, _, attr = ref.rpartition(":")
+    if not module_ref or not attr:
+        raise TorchwiseError(
+            f"--inputs-from {ref!r} is not 'file.py:function' or 'package.module:function'"
+        )
+    module, path = loading.load_module(module_ref)
+    function = loading.lookup(module, module_ref, attr)
+    if not callable(function):
+        raise TorchwiseError(f"--inputs-from {ref}: {attr} is not a function")
+    with loading.run_user_code(module_ref, f"calling {attr}() for the inputs", path):
+        value = function()
+    if isinstance(value, torch.Tensor):
+        args: tuple[Any, ...] = (value,)
+        kwargs: dict[str, Any] = {}
+    elif isinstance(value, Mapping):
+        args, kwargs = (), dict(value)
+    elif (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], Mapping)
+    ):
+        args, kwargs = tuple(value[0]), dict(value[1])
+    elif isinstance(value, (tuple, list)):
+        args, kwargs = tuple(value), {}
+    else:
+        raise TorchwiseError(
+            f"--inputs-from {ref} returned {type(value).__name__}: return a tensor, a tuple of "
+            "arguments, a dict of keyword arguments or an (args, kwargs) pair"
+        )
+    specs = [spec_from_value(a) for a in args]
+    specs += [spec_from_value(v, name=k) for k, v in kwargs.items()]
+    return specs, (args, kwargs)
+
+
+def _moved(value: Any, device: torch.device) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_moved(v, device) for v in value)
+    if isinstance(value, list):
+        return [_moved(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _moved(v, device) for k, v in value.items()}
+    return value
 
 
 def check_inputs(

@@ -13,29 +13,14 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from torchwise.doctor import CHECKS
 from torchwise.testgen.contract import Contract, Symbol
 from torchwise.testgen.inputs_code import InputsCode
 from torchwise.testgen.layout import INDENT, bracketed, comment_block, docstring, expression
 from torchwise.testgen.style import ProjectStyle
 
-#: What each doctor check guards against, for the comment beside its id.
-CHECK_PURPOSE = {
-    "grad-flow": "every parameter gets a gradient",
-    "batch-independence": "samples do not mix in eval",
-    "causal-leak": "position t ignores later positions",
-    "eval-determinism": "two eval forwards agree",
-    "train-eval-gap": "train and eval differ only as expected",
-    "init-loss": "the loss starts near chance",
-    "overfit-batch": "it can memorise one batch",
-    "param-update": "an optimizer step moves every parameter",
-    "nan-inf": "outputs, loss and gradients are finite",
-    "grad-scale": "gradients neither vanish nor explode",
-    "dead-units": "ReLU units are alive",
-    "determinism": "same seed, same outputs and gradients",
-    "amp-drift": "autocast agrees with float32",
-    "device-consistency": "tensors follow the model's device",
-    "exportable": "torch.export works",
-}
+#: What each doctor check guards against, for the comment beside its id (doctor's registry).
+GUARDS = {entry.id: entry.guards for entry in CHECKS}
 
 #: The standard tests, in the order the module lists them.
 STANDARD_TESTS = ("shape", "determinism", "round_trip", "float64", "bfloat16", "devices")
@@ -558,7 +543,7 @@ def _doctor_test(plan: Plan) -> _Test:
     items = []
     for check in plan.checks:
         item = f'"{check}",'
-        purpose = CHECK_PURPOSE.get(check)
+        purpose = GUARDS.get(check)
         if purpose and outer + 2 * len(INDENT) + len(item) + 4 + len(purpose) <= width:
             item += f"  # {purpose}"
         items.append(item)

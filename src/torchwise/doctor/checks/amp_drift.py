@@ -1,4 +1,4 @@
-"""amp-drift: one training step under bfloat16 autocast agrees with float32.
+"""amp-drift: one training step under low-precision autocast agrees with float32.
 
 On CUDA the step runs under real autocast (bf16 where supported, else fp16). On
 the CPU, bf16 autocast is *emulated*, so the verdict is the same on every CPU,
@@ -8,9 +8,20 @@ are rounded to bfloat16, everything else stays float32. That is the rounding
 that matters (bf16 keeps 8 significant bits, ~0.4% per value) and a little
 kinder than real autocast, which also keeps elementwise ops in bf16.
 
-Judged on the output and the loss. The gradient cosine is reported but not
-judged: deep nets at initialisation have gradients so sensitive that rounding
-alone turns them (MobileNetV2 at init: ~0.4) while their outputs agree.
+Both steps run with regularisation off (every module in eval mode but BatchNorm),
+so dropout masks, layer drop and training-only masking cannot pass for drift.
+
+Calibrated, not absolute. A deep network at initialisation can move its near-zero
+logits by 20% under any rounding at all, and that is not autocast's fault. So
+doctor also runs the float32 forward with the weights and inputs rounded to the
+low-precision dtype once (the *reference*: the model's own sensitivity to that
+rounding) and judges the *amplification*: how many times the autocast error
+exceeds the reference's (:func:`torchwise.numerics.amplification`). Healthy
+models, from MLPs to Whisper and Mamba, stay within 1-3x; a difference of large,
+nearly equal terms (``|a|^2 + |b|^2 - 2ab``) is in the tens or hundreds. A flagged
+drift must also matter for the output: the predicted class distribution moves
+(total variation) for classifiers, the output moves relative to its own spread
+otherwise, or the loss moves. The gradient cosine is reported, not judged.
 """
 
 from __future__ import annotations
@@ -26,7 +37,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import Context, backward, primary_output
 from torchwise.doctor.report import Status
+from torchwise.doctor.tensors import map_tensors
 from torchwise.doctor.trace import Trace, recording
+from torchwise.numerics import amplification, relative_error, rounded, spread_error
 
 aten = torch.ops.aten
 
@@ -39,8 +52,13 @@ LOW_PRECISION_OPS = {
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
 }  # fmt: skip
 
-OUTPUT_WARN, OUTPUT_FAIL = 0.15, 0.5  # relative L2 error of the primary output
-LOSS_WARN, LOSS_FAIL = 0.05, 0.2  # relative error of the loss
+#: the autocast error, in multiples of the reference rounding's error, that warns / fails
+AMPLIFY_WARN, AMPLIFY_FAIL = 8.0, 32.0
+#: ... when the output moves this much (total variation of the predicted distribution for
+#: classifiers, else the error relative to the output's spread) ...
+EFFECT_WARN, EFFECT_FAIL = 0.02, 0.1
+#: ... or the loss moves this much (relative), as tune's bf16 tolerance on losses
+LOSS_WARN, LOSS_FAIL = 0.05, 0.2
 LOCAL_DRIFT = 0.05  # a module's output error that counts as drift when naming where
 
 
@@ -76,37 +94,51 @@ class AmpM:
     low: StepResult | None = None
     names: list[str] = field(default_factory=list)
     error: str | None = None
+    #: the float32 forward on weights and inputs rounded to the low dtype once
+    reference: StepResult | None = None
+    #: class dim of the output when the loss is cross-entropy (None: not a classifier)
+    class_dim: int | None = None
+    dtype: str = "bfloat16"
 
 
-def _mode(ctx: Context) -> tuple[str, torch.dtype | None]:
+def _mode(ctx: Context) -> tuple[str, torch.dtype | None, torch.dtype]:
+    """(what is run, the autocast dtype or None for the CPU emulation, the low dtype)."""
     if ctx.device.type == "cuda":
         if torch.cuda.is_bf16_supported():
-            return "bf16 autocast on CUDA", torch.bfloat16
-        return "fp16 autocast on CUDA", torch.float16
+            return "bf16 autocast on CUDA", torch.bfloat16, torch.bfloat16
+        return "fp16 autocast on CUDA", torch.float16, torch.float16
     if ctx.device.type == "cpu":
-        return "emulated bf16 autocast on the CPU", None
-    return f"autocast on {ctx.device.type}", None
+        return "emulated bf16 autocast on the CPU", None, torch.bfloat16
+    return f"autocast on {ctx.device.type}", None, torch.bfloat16
+
+
+def _precision(dtype: torch.dtype | None, low: bool, device: torch.device) -> Any:
+    """float32 (nothing), the CPU emulation of bf16 autocast, or real autocast."""
+    if not low:
+        return contextlib.nullcontext()
+    if dtype is None:
+        return EmulatedBf16()  # type: ignore[no-untyped-call]
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def _step(ctx: Context, dtype: torch.dtype | None, low: bool, record: bool) -> StepResult:
-    ctx.reseed()  # the same dropout masks in both runs
+    ctx.reseed()
     ctx.zero_grads()
+    ctx.quiet_train_mode()  # no dropout, layer drop or training-only masking
+    args, kwargs = ctx.fresh_inputs()
     trace = Trace()
-    with recording(ctx.model) if record else contextlib.nullcontext(trace) as trace:
-        if not low:
-            out, loss = ctx.train_loss()
-            if loss.requires_grad:
+    emulated = low and dtype is None  # the emulation rounds the backward's products too
+    with (
+        recording(ctx.model) if record else contextlib.nullcontext(trace) as trace,
+        torch.enable_grad(),
+    ):
+        with _precision(dtype, low, ctx.device):
+            out = ctx.model(*args, **kwargs)
+            loss = ctx.loss_of(out)
+            if emulated and loss.requires_grad:
                 backward(loss)
-        elif dtype is None:
-            with EmulatedBf16():  # type: ignore[no-untyped-call]
-                out, loss = ctx.train_loss()
-                if loss.requires_grad:
-                    backward(loss)
-        else:
-            with torch.autocast(ctx.device.type, dtype=dtype):
-                out, loss = ctx.train_loss()
-            if loss.requires_grad:
-                backward(loss)
+        if not emulated and loss.requires_grad:
+            backward(loss)
     grads = [
         None if p.grad is None else p.grad.detach().float().clone() for _, p in ctx.trainable()
     ]
@@ -114,23 +146,55 @@ def _step(ctx: Context, dtype: torch.dtype | None, low: bool, record: bool) -> S
     return StepResult(float(loss.detach().float()), output, grads, trace)
 
 
-def _errors(hi: StepResult, lo: StepResult) -> tuple[float, float]:
-    """(relative error of the output, of the loss) of the low-precision step."""
-    return _rel(lo.output, hi.output), abs(lo.loss - hi.loss) / max(abs(hi.loss), 1e-8)
+def _reference(ctx: Context, low: torch.dtype) -> StepResult:
+    """The float32 forward with every floating-point weight, buffer and input rounded to
+    ``low`` once: the error any low-precision copy of this model has, before autocast."""
+    ctx.reseed()
+    ctx.quiet_train_mode()
+    args, kwargs = map_tensors(
+        ctx.fresh_inputs(), lambda t: rounded(t, low) if t.is_floating_point() else t
+    )
+    tensors = [t for t in [*ctx.model.parameters(), *ctx.model.buffers()] if t.is_floating_point()]
+    saved = [t.detach().clone() for t in tensors]
+    try:
+        with torch.no_grad():
+            for tensor in tensors:
+                tensor.copy_(rounded(tensor, low))
+            out = ctx.model(*args, **kwargs)
+            loss = ctx.loss_of(out)
+    finally:
+        with torch.no_grad():
+            for tensor, value in zip(tensors, saved, strict=True):
+                tensor.copy_(value)
+    return StepResult(float(loss.float()), primary_output(out).detach().float(), [], Trace())
 
 
-def _within(hi: StepResult, lo: StepResult, *, warn: bool) -> bool:
-    """Whether the drift stays under the warning (or the failure) thresholds."""
-    out_rel, loss_rel = _errors(hi, lo)
-    if warn:
-        return out_rel <= OUTPUT_WARN and loss_rel <= LOSS_WARN
-    return math.isfinite(lo.loss) and out_rel <= OUTPUT_FAIL and loss_rel <= LOSS_FAIL
+@dataclass(frozen=True)
+class Drift:
+    """How far one run is from float32: the calibrated and the absolute measures."""
+
+    output: float  # error relative to the output's spread
+    effect: float  # what a reader of the output sees move (see _effect)
+    loss: float  # relative error of the loss
+
+    @classmethod
+    def between(cls, hi: StepResult, lo: StepResult, class_dim: int | None) -> Drift:
+        loss = abs(lo.loss - hi.loss) / max(abs(hi.loss), 1e-8)
+        if not math.isfinite(lo.loss):
+            loss = math.inf
+        output = spread_error(lo.output, hi.output)
+        return cls(output, _effect(hi.output, lo.output, class_dim, output), loss)
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.shape != b.shape:
-        return math.inf
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
+def _effect(hi: torch.Tensor, lo: torch.Tensor, class_dim: int | None, spread: float) -> float:
+    """For class logits, the mean total variation between the predicted distributions;
+    otherwise the error relative to the output's spread."""
+    if class_dim is None or hi.shape != lo.shape or hi.ndim == 0:
+        return spread
+    p = hi.double().movedim(class_dim, -1).softmax(-1)
+    q = lo.double().movedim(class_dim, -1).softmax(-1)
+    tv = 0.5 * (p - q).abs().sum(-1).mean()
+    return float(tv) if bool(torch.isfinite(tv)) else math.inf
 
 
 def _cos(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
@@ -145,20 +209,23 @@ def _cos(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 
 
 class AmpDrift(Check[AmpM]):
-    cost = "2 fwd+bwd"
+    cost = "2 fwd+bwd and 1 fwd (the reference rounding)"
 
     def measure(self, run: Run) -> AmpM | Verdict:
         ctx = run.ctx
-        how, dtype = _mode(ctx)
+        how, dtype, low = _mode(ctx)
         if ctx.device.type not in ("cpu", "cuda"):
             return Verdict.cannot_run(f"autocast is not checked on {ctx.device.type}")
-        m = AmpM(how, _step(ctx, dtype, False, False), names=[n for n, _ in ctx.trainable()])
+        class_dim = ctx.loss.class_dim if ctx.loss.kind == "ce" else None
+        m = AmpM(how, _step(ctx, dtype, False, False), names=[n for n, _ in ctx.trainable()],
+                 class_dim=class_dim, dtype=str(low).removeprefix("torch."))  # fmt: skip
         try:
             m.low = _step(ctx, dtype, True, False)
         except Exception as exc:
             m.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             return m
-        if not _within(m.fp32, m.low, warn=True):
+        m.reference = _reference(ctx, low)
+        if _judged(m) is not Status.PASS:
             # it drifts: both steps again, recorded module by module, to say where
             m.fp32, m.low = _step(ctx, dtype, False, True), _step(ctx, dtype, True, True)
         return m
@@ -172,30 +239,36 @@ class AmpDrift(Check[AmpM]):
                 fix="let autocast pick dtypes; do not cast activations by hand",
             )
         hi, lo = m.fp32, m.low
-        out_rel, loss_rel = _errors(hi, lo)
+        amp = Drift.between(hi, lo, m.class_dim)
+        ref = Drift.between(hi, m.reference, m.class_dim) if m.reference else None
+        gain = _gain(amp, ref, m.dtype)
         pairs = [(n, a, b) for n, a, b in zip(m.names, hi.grads, lo.grads, strict=True)
                  if a is not None and b is not None]  # fmt: skip
         evidence: dict[str, Any] = {
             "mode": m.mode,
             "loss_fp32": hi.loss,
             "loss_low_precision": lo.loss,
-            "loss_rel_error": loss_rel,
-            "output_rel_error": out_rel,
+            "loss_rel_error": amp.loss,
+            "output_error_vs_spread": amp.output,
+            "prediction_change" if m.class_dim is not None else "output_change": amp.effect,
+            "reference_output_error": ref.output if ref else None,
+            "amplification": gain,
             "grad_cosine": _cos([a for _, a, _ in pairs], [b for _, _, b in pairs]),
         }
         thresholds = (
-            f"warns above {OUTPUT_WARN:g} output / {LOSS_WARN:g} loss error, fails above "
-            f"{OUTPUT_FAIL:g} / {LOSS_FAIL:g}; the gradient cosine is not judged"
+            f"warns when the autocast error is over {AMPLIFY_WARN:g}x the error of rounding "
+            f"weights and inputs to {m.dtype} once and the output moves over {EFFECT_WARN:g} "
+            f"(or the loss over {LOSS_WARN:g}); fails over {AMPLIFY_FAIL:g}x and "
+            f"{EFFECT_FAIL:g} ({LOSS_FAIL:g})"
         )
-        if not _within(hi, lo, warn=False):
-            status = Status.FAIL
-        elif not _within(hi, lo, warn=True):
-            status = Status.WARN
-        else:
+        status = _judged(m)
+        if status is Status.PASS:
             return Verdict(
                 Status.PASS,
-                f"{m.mode} vs float32: output rel. error {out_rel:.2g}, loss {loss_rel:.2g} "
-                f"({thresholds}: {evidence['grad_cosine']:.3f})",
+                f"{m.mode} vs float32: error {gain:.2g}x that of rounding the weights and "
+                f"inputs once, output change {amp.effect:.2g}, loss {amp.loss:.2g} "
+                f"({thresholds}; the gradient cosine, {evidence['grad_cosine']:.3f}, is not "
+                "judged)",
                 evidence=evidence,
             )
         where, cause = _where_it_drifts(hi.trace, lo.trace)
@@ -203,7 +276,8 @@ class AmpDrift(Check[AmpM]):
             evidence["drift_starts"] = cause
         return Verdict(
             status,
-            f"{m.mode} drifts from float32: output rel. error {out_rel:.2g}, loss {loss_rel:.2g} "
+            f"{m.mode} drifts from float32: its error is {gain:.3g}x that of rounding the "
+            f"weights and inputs once, output change {amp.effect:.2g}, loss {amp.loss:.2g} "
             f"({thresholds})",
             evidence=evidence,
             where=[where] if where else [],
@@ -218,14 +292,42 @@ class AmpDrift(Check[AmpM]):
         )
 
 
+def _gain(amp: Drift, ref: Drift | None, dtype: str) -> float:
+    """The autocast error in multiples of the reference rounding's (output and loss)."""
+    if not math.isfinite(amp.loss) or not math.isfinite(amp.output):
+        return math.inf
+    reference = ref.output if ref is not None else 0.0
+    reference_loss = ref.loss if ref is not None else 0.0
+    return max(
+        amplification(amp.output, reference, dtype),
+        amplification(amp.loss, reference_loss, dtype) if amp.loss >= LOSS_WARN else 0.0,
+    )
+
+
+def _judged(m: AmpM) -> Status:
+    """The verdict from the numbers (shared by measure, to decide on recording, and judge)."""
+    if m.low is None:
+        return Status.FAIL
+    amp = Drift.between(m.fp32, m.low, m.class_dim)
+    ref = Drift.between(m.fp32, m.reference, m.class_dim) if m.reference else None
+    gain = _gain(amp, ref, m.dtype)
+    if gain >= AMPLIFY_FAIL and (amp.effect >= EFFECT_FAIL or amp.loss >= LOSS_FAIL):
+        return Status.FAIL
+    if gain >= AMPLIFY_WARN and (amp.effect >= EFFECT_WARN or amp.loss >= LOSS_WARN):
+        return Status.WARN
+    return Status.PASS
+
+
 def _where_it_drifts(hi: Trace, lo: Trace) -> tuple[str | None, str | None]:
     """The module that amplifies the rounding error most (its inputs were still close)."""
     best: tuple[float, str, float, float] | None = None
     for a, b in zip(hi.records, lo.records, strict=False):
         if a.name != b.name or not a.outputs or len(a.outputs) != len(b.outputs):
             continue
-        out_err = max(_rel(y, x) for x, y in zip(a.outputs, b.outputs, strict=True))
-        in_err = max((_rel(y, x) for x, y in zip(a.inputs, b.inputs, strict=False)), default=0.0)
+        out_err = max(relative_error(y, x) for x, y in zip(a.outputs, b.outputs, strict=True))
+        in_err = max(
+            (relative_error(y, x) for x, y in zip(a.inputs, b.inputs, strict=False)), default=0.0
+        )
         if out_err < LOCAL_DRIFT:
             continue
         gain = out_err / max(in_err, 2**-8)

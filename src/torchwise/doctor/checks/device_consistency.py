@@ -8,6 +8,21 @@ as a plain attribute, or a layer kept in a plain list stays on the CPU and meets
 the model's tensors in some op: that op, the submodule running it and the user's
 line are reported. Watching the ops, not waiting for an error, matters: some meta
 kernels (an embedding lookup with CPU indices) accept what CUDA refuses.
+
+The meta run stops at the first op that needs values (``.item()``, ``nonzero``: a
+mixture of experts' routing). Past that point the model runs for real on its own
+device with ``meta`` as the default device, so a tensor created without ``device=``
+(``torch.zeros(n)``) lands on meta and meets the model's tensors in the next op,
+where the same watch sees it.
+
+A plain tensor attribute is fine when forward moves it to the input's device before
+using it (``self.mask.to(x.device)``): only one that forward itself caches on the
+module warns (the next forward after ``model.to("cuda")`` reuses it on the old
+device). A plain list of layers is fine when each layer is also registered (pyGAT's
+``add_module`` loop). The meta device lacks kernels for some ops (a grouped matmul
+that accepts only bf16 on meta, an op that needs values): when the meta run stops at
+one and no op before it met a stray tensor, the check says it could not check past
+that op, never that the model has a device bug.
 """
 
 from __future__ import annotations
@@ -56,8 +71,12 @@ class _DeviceWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.stack, self.root = stack, root
         self.plain = plain  # id(tensor) -> attribute name, for plain tensor attributes
         self.strays: list[Stray] = []
+        self.ops = 0  # ops seen, for "checked up to"
+        self.last_op = ""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops += 1
+        self.last_op = str(func.overloadpacket.__name__)
         if func not in CROSS_DEVICE_OK and len(self.strays) < 20:
             tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
             # a 0-d CPU tensor mixes with any device (torch treats it as a scalar)
@@ -86,6 +105,7 @@ def _unregistered(
     tensors: dict[int, str] = {}
     containers = []
     cached = []
+    registered = {id(m) for m in model.modules()}
     for name, module in model.named_modules():
         prefix = f"{name}." if name else ""
         for key, value in vars(module).items():
@@ -93,15 +113,20 @@ def _unregistered(
                 tensors[id(value)] = prefix + key
                 if (id(module), key) not in before:
                     cached.append(prefix + key)
-            elif (
-                isinstance(value, (list, tuple)) and any(isinstance(v, nn.Module) for v in value)
-            ) or (
-                isinstance(value, dict)
-                and not key.startswith("_")
-                and any(isinstance(v, nn.Module) for v in value.values())
-            ):
+            elif _unregistered_modules(value, key, registered):
                 containers.append(prefix + key)
     return tensors, containers, cached
+
+
+def _unregistered_modules(value: Any, key: str, registered: set[int]) -> bool:
+    """A list/tuple/dict attribute holding a module that nn.Module does not know about."""
+    if isinstance(value, (list, tuple)):
+        held = [v for v in value if isinstance(v, nn.Module)]
+    elif isinstance(value, dict) and not key.startswith("_"):
+        held = [v for v in value.values() if isinstance(v, nn.Module)]
+    else:
+        return False
+    return any(id(module) not in registered for module in held)
 
 
 @dataclass
@@ -113,6 +138,27 @@ class DeviceM:
     stopped: str | None = None  # why the meta run ended early (data-dependent op)
     error: str | None = None  # a device error the meta run raised
     failing_module: str | None = None
+    #: the meta run stopped at an op with no meta kernel for these inputs (not a device bug)
+    gap: str | None = None
+    ops_checked: int = 0
+    #: after a data-dependent stop: the real run with meta as the default device finished
+    real_run: bool = False
+
+
+def _real_run(ctx: Any, plain: dict[int, str]) -> tuple[list[Stray], bool]:
+    """A real forward on the model's device with ``meta`` as the default device: a tensor
+    made without ``device=`` lands on meta, which the watch sees meeting the model's.
+    (strays, whether the run finished)."""
+    args, kwargs = ctx.fresh_inputs()
+    ctx.model.eval()
+    with module_calls(ctx.model) as calls:
+        watch = _DeviceWatch(calls.stack, plain, type(ctx.model).__name__)
+        try:
+            with torch.no_grad(), torch.device("meta"), watch:
+                ctx.model(*args, **kwargs)
+        except Exception:
+            return watch.strays, False
+    return watch.strays, True
 
 
 class DeviceConsistency(Check[DeviceM]):
@@ -140,13 +186,18 @@ class DeviceConsistency(Check[DeviceM]):
                     )
             except Exception as exc:
                 text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:240]}"
+                failed = calls.failed
+                module = (failed.name or type(ctx.model).__name__) if failed else None
                 if any(marker in text for marker in _META_LIMITS) and "device" not in text:
                     m.stopped = text
+                elif "device" in text.lower() or watch.strays:
+                    m.error, m.failing_module = text, module
                 else:
-                    m.error = text
-                    failed = calls.failed
-                    m.failing_module = (failed.name or type(ctx.model).__name__) if failed else None
+                    m.gap = f"aten.{watch.last_op} in `{module or 'forward'}`: {text}"
         m.strays = watch.strays
+        m.ops_checked = watch.ops
+        if m.stopped and not m.strays:
+            m.strays, m.real_run = _real_run(ctx, plain)
         return m
 
     def judge(self, m: DeviceM) -> Verdict:
@@ -159,31 +210,45 @@ class DeviceConsistency(Check[DeviceM]):
             evidence["meta_run_stopped"] = f"at a data-dependent op: {m.stopped}"
         if m.strays or m.error or m.containers:
             return self._fail(m, evidence)
-        if m.plain:
-            causes = []
-            if m.cached:
-                evidence["cached_by_forward"] = m.cached
-                causes.append(
-                    "forward caches a tensor on self (self.mask = ...): after model.to('cuda') "
-                    "the next forward can reuse it on the old device"
-                )
-            if set(m.plain) - set(m.cached):
-                causes.append("self.x = torch.tensor(...) in __init__ instead of a buffer")
+        if m.gap:
+            return Verdict.cannot_run(
+                f"could not check on meta: the meta run stopped at {m.gap[:200]} (an op with "
+                f"no meta kernel for these inputs, not a device bug); the {m.ops_checked} ops "
+                "before it saw their tensors on the model's device",
+                **evidence,
+            )
+        if m.cached:
+            evidence["cached_by_forward"] = m.cached
             return Verdict(
                 Status.WARN,
-                f"{len(m.plain)} tensors are plain attributes, which .to(device) and state_dict "
-                "skip (warns on any; fails when forward uses one on another device)",
+                f"forward caches {len(m.cached)} tensors on the module as plain attributes, "
+                "which .to(device) and state_dict skip: after model.to('cuda') the next "
+                "forward can reuse them on the old device (warns on a cache; fails when "
+                "forward uses a tensor on another device)",
                 evidence=evidence,
-                where=m.plain,
-                causes=causes,
-                fix="use self.register_buffer(name, tensor, persistent=False) for constants "
-                "and caches, so they move with the model",
+                where=m.cached,
+                causes=[
+                    "forward caches a tensor on self (self.mask = ...) instead of a buffer",
+                ],
+                fix="use self.register_buffer(name, tensor, persistent=False) for caches, so "
+                "they move with the model, or rebuild them on x.device each call",
             )
         summary = (
             "every op in forward saw its tensors on the model's device (run on meta; fails on "
             "any tensor left on another device)"
         )
-        if m.stopped:
+        if m.plain:
+            summary += (
+                f"; {len(m.plain)} plain tensor attributes are moved to the input's device "
+                "before use, or not used"
+            )
+        if m.stopped and m.real_run:
+            summary = (
+                "every op in forward saw its tensors on the model's device (run on meta up to "
+                "the first data-dependent op, then for real with meta as the default device; "
+                "fails on any tensor left on another device)"
+            )
+        elif m.stopped:
             summary = (
                 "every op up to the first data-dependent one saw its tensors on the model's "
                 "device (the meta run stops there; see evidence)"

@@ -170,6 +170,14 @@ class Exportable(Check[ExportM]):
         evidence["export_error"] = m.export_error
         if where.at:
             evidence["failed_at"] = where.at
+        if where.owner == "unknown":
+            # No model code in the traceback: torch.export refused something about the
+            # call itself (an output type it cannot flatten, such as a library's cache).
+            return Verdict.cannot_run(
+                f"torch.export fails outside the model's code ({m.export_error[:160]}); "
+                "nothing in your code to fix here",
+                **evidence,
+            )
         if where.owner == "library":
             # Not the user's code: the check cannot judge it (a skip, or a warning when
             # --checks asked for it), and says how to get past the library's limit.

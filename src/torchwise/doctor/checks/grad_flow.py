@@ -6,6 +6,13 @@ gradient is explained, not flagged, when it is caused by a parameter that starts
 at zero on purpose (timm's ``zero_init_last`` residual norms, LayerScale,
 adaLN-zero): the check sets those gates to small values, repeats the backward,
 and accepts the zeros that disappear.
+
+Two more explanations are measured, never assumed. A layer that gets a gradient
+in a step drawn from another seed is skipped at random in training (layer drop,
+stochastic depth). A parameter of an installed library's code whose value cannot
+change any output (large random values leave every output bit-identical) belongs
+to a result the library computes and discards by design (SD3's last block, OwlViT's
+detector); in the user's own code the same finding is a bug and fails.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ class GradFlowM:
     zero_behind_gate: list[str] = field(default_factory=list)
     gates: list[str] = field(default_factory=list)  # zero-initialised parameters
     secondary_only: list[str] = field(default_factory=list)
+    skipped_at_random: list[str] = field(default_factory=list)  # layer drop
+    library_discards: list[str] = field(default_factory=list)  # no effect, library code
     error: str | None = None
 
 
@@ -43,8 +52,15 @@ class GradFlow(Check[GradFlowM]):
         called = set(info.call_order)
         m = GradFlowM(len(info.grads), info.loss, error=info.error,
                       secondary_only=sorted(info.secondary_only))  # fmt: skip
+        skipped = (
+            run.facts.skipped_at_random
+            if any(g is None for g in info.grads.values())
+            else frozenset()
+        )
         for name, grad in info.grads.items():
-            if grad is None:
+            if grad is None and name in skipped:
+                m.skipped_at_random.append(name)
+            elif grad is None:
                 (m.detached if owner(name) in called else m.unused).append(name)
             elif not bool(torch.isfinite(grad).all()):
                 m.nonfinite.append(name)
@@ -56,6 +72,13 @@ class GradFlow(Check[GradFlowM]):
             m.zero = [n for n in m.zero if n not in explained]
             if m.zero_behind_gate:
                 m.gates = run.facts.zero_initialised
+        if m.unused or m.detached or m.zero:
+            facts = run.facts
+            by_design = {n for n in facts.discarded if facts.library_owned(n)}
+            m.library_discards = sorted(by_design & {*m.unused, *m.detached, *m.zero})
+            m.unused = [n for n in m.unused if n not in by_design]
+            m.detached = [n for n in m.detached if n not in by_design]
+            m.zero = [n for n in m.zero if n not in by_design]
         return m
 
     def judge(self, m: GradFlowM) -> Verdict:
@@ -69,6 +92,10 @@ class GradFlow(Check[GradFlowM]):
         if m.zero_behind_gate:
             evidence["zero_at_init_behind_a_zero_gate"] = m.zero_behind_gate
             evidence["zero_initialised_gates"] = m.gates
+        if m.skipped_at_random:
+            evidence["skipped_at_random_in_training"] = m.skipped_at_random
+        if m.library_discards:
+            evidence["library_computes_and_discards"] = m.library_discards
         if m.unused or m.detached or m.nonfinite:
             return self._broken(m, evidence)
         if m.zero:
@@ -92,6 +119,13 @@ class GradFlow(Check[GradFlowM]):
             if m.zero_behind_gate
             else f"all {m.trainable} trainable parameters get a finite, non-zero gradient"
         )
+        excused = len(m.skipped_at_random) + len(m.library_discards)
+        if excused:
+            summary = (
+                f"every trainable parameter the model uses gets a finite, non-zero gradient; "
+                f"{excused} more are skipped at random in training (layer drop) or belong to "
+                "results the library computes and discards (see evidence)"
+            )
         if m.zero_behind_gate:
             summary += (
                 f" ({len(m.zero_behind_gate)} parameters behind {len(m.gates)} gates that start "

@@ -2,9 +2,12 @@
 
 Depth is compared like for like. Where the model repeats a block (``h.0`` ..
 ``h.11``, ``layers.0`` .. ``layers.11``), each weight role (``h.#.attn.c_attn.weight``)
-is compared between its first and its last block, and the role that changed most
-is judged; a model without repeated blocks compares its first weight layer with
-its last, in call order. Comparing different roles would judge architecture, not
+is compared between its first and its last block, and the role whose change is the
+median of all roles' is judged: vanishing or exploding gradients move every role
+together, while one role can be near zero for reasons of its own (the keys of an
+attention over a few nearly equal tokens get almost no gradient at initialisation);
+a model without repeated blocks compares its first weight layer with its last, in
+call order. Comparing different roles would judge architecture, not
 depth: BERT's classifier gets a gradient 10^5 times larger per element than its
 first query projection, because the loss reaches the encoder through one token.
 
@@ -64,12 +67,13 @@ class GradScale(Check[GradScaleM]):
             by_role.setdefault(role_of(name), []).append((name, rms))
         repeated = {role: found for role, found in by_role.items() if len(found) >= 2}
         if repeated:
-            # the role whose gradient changes most between its first and last block
-            def spread(found: list[tuple[str, float]]) -> float:
+            # the role whose change between its first and last block is the median change
+            def change(found: list[tuple[str, float]]) -> float:
                 first, last = found[0][1], found[-1][1]
-                return abs(math.log(first / last)) if first > 0 and last > 0 else math.inf
+                return math.log(first / last) if first > 0 and last > 0 else math.inf
 
-            role = max(repeated, key=lambda r: spread(repeated[r]))
+            ranked = sorted(repeated, key=lambda r: change(repeated[r]))
+            role = ranked[(len(ranked) - 1) // 2]
             return GradScaleM(repeated[role], role, len(repeated))
         if len(ordered) < 2:
             return Verdict.not_applicable(
@@ -85,7 +89,7 @@ class GradScale(Check[GradScaleM]):
         smallest = min(m.layers, key=lambda item: item[1])
         evidence: dict[str, object] = {
             "compared": f"role {m.role} across {len(m.layers)} blocks ({m.roles_compared} "
-            "repeated roles; the one that changes most)"
+            "repeated roles; the one whose change is the median)"
             if m.role
             else "first and last weight layer in call order",
             "first_layer": first,

@@ -4,12 +4,22 @@
 The judged number is the *expected* loss over uniformly random labels, computed
 from the logits, so it carries no label noise; it is at least ``ln C`` and equals
 it only for constant logits (Jensen).
+
+When the model computes its own loss, that loss is read by what it does, not by its
+value: a softmax loss over the class dim (cross-entropy, CTC, label smoothing) does
+not change when every logit of one position moves by the same amount, so its
+gradient with respect to the logits sums to zero over the class dim. A loss whose
+gradient sums to zero over another dim (the batch, time) normalises over that dim
+instead: the wrong axis, a failure. Its scale is evidence only: a loss summed over
+positions (CTC's default ``reduction="sum"``) is larger than a mean by design.
+A ``(B, B)`` similarity matrix (contrastive logits) has no chance level to compare
+with: its loss at init depends on the temperature, so the check does not apply.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -20,8 +30,9 @@ from torchwise.doctor.report import Status
 
 WARN_RATIO = 1.5
 FAIL_RATIO = 3.0
-#: the model's own loss may differ this much (either way) from cross-entropy of its logits
-OWN_LOSS_RATIO = 1.5
+#: a dim the own loss normalises over: its gradient sums to zero there, up to rounding
+#: (the squared norm of the sum is this small a fraction of its largest possible value)
+INVARIANT = 1e-6
 
 
 @dataclass
@@ -33,6 +44,10 @@ class InitLossM:
     logit_std: float
     head: str | None
     own_loss: str | None = None  # the forward parameter that made the model compute its loss
+    class_dim: int = -1
+    #: per output dim, how far the own loss's gradient is from summing to zero there
+    #: (0: the loss normalises over that dim); empty when not measured
+    sum_ratios: dict[int, float] = field(default_factory=dict)
 
 
 class InitLoss(Check[InitLossM]):
@@ -41,15 +56,26 @@ class InitLoss(Check[InitLossM]):
     def measure(self, run: Run) -> InitLossM | Verdict:
         ctx = run.ctx
         chance = ctx.loss.chance_loss
+        if ctx.pairwise or ctx.loss.pairwise:
+            return Verdict.not_applicable(
+                f"the output {list(ctx.output_shape)} compares the batch's samples with each "
+                "other (contrastive logits): its loss at init depends on the temperature (a "
+                "logit scale), not on a number of classes"
+            )
         if chance is None:
             return Verdict.not_applicable(
                 f"applies to classification losses (cross-entropy, BCE); the loss is "
                 f"{ctx.loss.name}"
             )
-        with torch.no_grad():
+        ctx.reseed()
+        with torch.enable_grad():
             out = ctx.forward(train=True)  # the mode training starts in
             z = primary_output(out)
-            actual = float(ctx.loss_of(out))
+            loss = ctx.loss_of(out)
+            ratios = _sum_ratios(loss, z) if ctx.labels_arg else {}
+        actual = float(loss.detach())
+        z = z.detach()
+        class_dim = ctx.loss.class_dim % z.ndim if z.ndim else 0
         if ctx.loss.kind == "ce":
             # (N, C) logits with the class dim last, whatever the output layout
             z2 = z.movedim(ctx.loss.class_dim, -1).reshape(-1, z.shape[ctx.loss.class_dim]).float()
@@ -64,11 +90,39 @@ class InitLoss(Check[InitLossM]):
             if isinstance(module, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)):
                 head = name
         std = float(z.float().std()) if z.numel() > 1 else 0.0
-        return InitLossM(chance, expected, actual, probs, std, head, ctx.labels_arg)
+        return InitLossM(
+            chance, expected, actual, probs, std, head, ctx.labels_arg, class_dim, ratios
+        )
+
+    @staticmethod
+    def _wrong_axis(m: InitLossM, evidence: dict[str, object]) -> Verdict | None:
+        """A FAIL when the own loss normalises over a dim other than the class dim."""
+        if not m.sum_ratios:
+            return None
+        normalised = sorted(d for d, r in m.sum_ratios.items() if r < INVARIANT)
+        evidence["own_loss_normalises_over_dims"] = normalised
+        if not normalised or m.class_dim in normalised:
+            return None
+        dims = ", ".join(str(d) for d in normalised)
+        return Verdict(
+            Status.FAIL,
+            f"the model's own loss normalises its logits over dim {dims}, not over the class "
+            f"dim {m.class_dim}: its gradient sums to zero along dim {dims} (fails when a "
+            "softmax loss is taken over any dim but the classes)",
+            evidence=evidence,
+            where=[m.head] if m.head else [],
+            causes=[
+                "log_softmax/softmax/cross_entropy over the wrong dim (dim=0 or dim=1 of "
+                "(B, T, C) logits), or (B, T, C) logits passed to cross_entropy without "
+                "moving the classes to dim 1",
+            ],
+            fix=f"compute the loss as F.cross_entropy(logits.reshape(-1, C), "
+            f"{m.own_loss}.reshape(-1)), or log_softmax(dim=-1)",
+        )
 
     def judge(self, m: InitLossM) -> Verdict:
         ratio = m.expected / m.chance
-        evidence = {
+        evidence: dict[str, object] = {
             "chance_loss": m.chance,
             "expected_loss_random_labels": m.expected,
             "loss_with_labels": m.actual,
@@ -98,24 +152,11 @@ class InitLoss(Check[InitLossM]):
                 fix="return logits from forward and let the loss apply (log-)softmax/sigmoid",
             )
         thresholds = f"warns above {WARN_RATIO:g}x, fails above {FAIL_RATIO:g}x"
-        own_ratio = m.actual / m.expected if m.expected > 0 else 1.0
-        if m.own_loss and not 1 / OWN_LOSS_RATIO <= own_ratio <= OWN_LOSS_RATIO:
-            evidence["own_loss_to_expected"] = own_ratio
-            return Verdict(
-                Status.WARN,
-                f"the model's own loss ({m.actual:.3g} with {m.own_loss}=random labels) is "
-                f"{own_ratio:.2f}x the cross-entropy of its logits ({m.expected:.3g}); warns "
-                f"outside 1/{OWN_LOSS_RATIO:g}..{OWN_LOSS_RATIO:g}x",
-                evidence=evidence,
-                where=where,
-                causes=[
-                    "the loss in forward applies softmax/log_softmax to the logits again, or "
-                    "compares them with the labels over the wrong dim",
-                    "labels are shifted or reshaped differently from the logits",
-                ],
-                fix=f"compute the loss as F.cross_entropy(logits.view(-1, C), "
-                f"{m.own_loss}.view(-1)) on raw logits",
-            )
+        if m.own_loss:
+            evidence["own_loss_to_mean_cross_entropy"] = m.actual / m.expected
+            wrong = self._wrong_axis(m, evidence)
+            if wrong is not None:
+                return wrong
         if ratio <= WARN_RATIO:
             return Verdict(
                 Status.PASS,
@@ -137,3 +178,25 @@ class InitLoss(Check[InitLossM]):
             fix="use the default (Kaiming-uniform) init or std ~ 1/sqrt(fan_in); zero or shrink "
             "the last layer's weights and bias so initial logits are near 0",
         )
+
+
+def _sum_ratios(loss: torch.Tensor, logits: torch.Tensor) -> dict[int, float]:
+    """Per dim of ``logits``: ``||sum_d g||^2 / (size_d * ||g||^2)`` for the loss's gradient
+    ``g``; 0 where the loss does not change when a whole fibre along d moves together."""
+    if not loss.requires_grad or not logits.requires_grad or logits.ndim == 0:
+        return {}
+    try:
+        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+    except RuntimeError:
+        return {}
+    if grad is None or not bool(torch.isfinite(grad).all()):
+        return {}
+    g = grad.double()
+    total = float((g * g).sum())
+    if total == 0.0:
+        return {}
+    return {
+        d: float((g.sum(d) ** 2).sum()) / (g.shape[d] * total)
+        for d in range(g.ndim)
+        if g.shape[d] >= 2
+    }

@@ -83,13 +83,13 @@ class OverfitBatch(Check[OverfitM]):
         chance = ctx.loss.chance_loss
         opt = torch.optim.Adam(params, lr=lr)
         args, kwargs = ctx.fresh_inputs()
-        _regularisation_off(ctx.model)
         reachable = _reachable_target(ctx)
         target = LABELS if reachable is None else TWIN
         losses: list[float] = []
         goal = math.inf
         for _ in range(ctx.options.overfit_steps):
             opt.zero_grad(set_to_none=True)
+            ctx.quiet_train_mode()  # every step from the same modes, caches dropped
             with torch.enable_grad():
                 out = ctx.model(*args, **kwargs)
                 if reachable is None:
@@ -175,13 +175,6 @@ class OverfitBatch(Check[OverfitM]):
         )
 
 
-def _regularisation_off(model: nn.Module) -> None:
-    model.eval()  # dropout, drop-path and recurrent dropout off ...
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            module.train()  # ... but BatchNorm normalises with the batch, as in training
-
-
 def _still_falling(losses: list[float], budget: int) -> bool:
     """Whether the loss was still going down when the budget ran out (slow, not stuck)."""
     if len(losses) < budget:
@@ -212,7 +205,10 @@ def _reachable_target(ctx: Context) -> torch.Tensor | None:
             reset = True
     if not reset:
         return None
-    _regularisation_off(twin)
+    twin.eval()
+    for module in twin.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.train()
     args, kwargs = ctx.fresh_inputs()
     with torch.no_grad():
         out = primary_output(twin(*args, **kwargs)).detach()

@@ -3,8 +3,18 @@
 Adam moves every parameter with a non-zero gradient by about its learning rate,
 whatever the gradient's scale, so "unchanged" means "no gradient", not "a tiny
 gradient". A parameter that a zero-initialised gate shields at the first step
-(timm's ``zero_init_last``) moves at the second, so the check takes a second step
-before calling anything stuck.
+(timm's ``zero_init_last``) moves at the second, and gates nested in gates (improved
+diffusion zero-initialises the last layer of every block and of the network) open
+one level per step, so the check keeps stepping while more parameters start to move,
+up to :data:`MAX_STEPS`, before calling anything stuck. Parameters grad-flow found
+skipped at random (layer drop) or computed and discarded by library code are not
+expected to move.
+
+Frozen parameters are told apart by what they are. A fixed position table (a
+frozen parameter named as positions: Whisper's sinusoidal ``embed_positions``,
+PatchTST's, MAE's ``pos_embed``) is frozen by construction and is evidence only. A
+frozen weight of a layer that computes (a linear layer, a convolution, an expert)
+warns: intended when fine-tuning, a bug when a warm-up freeze was never undone.
 """
 
 from __future__ import annotations
@@ -19,12 +29,25 @@ from torchwise.doctor.facts import owner
 from torchwise.doctor.report import Status
 
 LR = 1e-3
+#: at most this many Adam steps; the check stops at the first step that moves nothing new
+MAX_STEPS = 6
+
+
+#: words that name a position table in a parameter's dotted name
+POSITION_WORDS = ("pos", "position", "positional", "pos_embed", "pos_emb", "positions")
+
+
+def is_position_table(name: str) -> bool:
+    """``encoder.embed_positions.weight``, ``pos_embed``, ``positional_encoder.position_enc``."""
+    parts = [p for part in name.lower().split(".") for p in part.split("_")]
+    return any(p.startswith(("pos", "position")) for p in parts)
 
 
 @dataclass
 class ParamUpdateM:
     trainable: int
     frozen: list[str]
+    fixed_tables: list[str] = field(default_factory=list)  # frozen position tables
     unchanged: list[str] = field(default_factory=list)  # after both steps
     second_step_only: list[str] = field(default_factory=list)
     moved_frozen: list[str] = field(default_factory=list)
@@ -39,16 +62,25 @@ class ParamUpdate(Check[ParamUpdateM]):
         named = list(ctx.model.named_parameters())
         trainable = [(n, p) for n, p in named if p.requires_grad]
         frozen = [n for n, p in named if not p.requires_grad]
-        m = ParamUpdateM(len(trainable), frozen)
+        tables = [n for n in frozen if is_position_table(n)]
+        m = ParamUpdateM(len(trainable), [n for n in frozen if n not in tables], tables)
+        frozen = m.frozen + tables
         if not trainable:
             return m
-        # parameters reaching only outputs the loss does not use (BERT's pooler)
-        secondary = run.facts.backward.secondary_only
+        # parameters reaching only outputs the loss does not use (BERT's pooler), skipped
+        # at random in training, or computed and discarded by library code
+        facts = run.facts
+        secondary = set(facts.backward.secondary_only)
+        missing = [n for n, g in facts.backward.grads.items() if g is None or not g.any()]
+        if missing:
+            secondary |= facts.skipped_at_random
+            secondary |= {n for n in facts.discarded if facts.library_owned(n)}
         before = {n: p.detach().clone() for n, p in named}
         opt = torch.optim.Adam([p for _, p in trainable], lr=LR)
 
         def step() -> None:
             ctx.zero_grads()
+            ctx.reseed()
             _, loss = ctx.train_loss()
             if loss.requires_grad:
                 backward(loss)
@@ -61,17 +93,22 @@ class ParamUpdate(Check[ParamUpdateM]):
 
         step()
         first = unchanged()
-        if first:
+        m.unchanged = first
+        while m.unchanged and m.steps < MAX_STEPS:
             step()
-            m.steps = 2
-            m.unchanged = unchanged()
-            m.second_step_only = [n for n in first if n not in m.unchanged]
+            m.steps += 1
+            still = unchanged()
+            progress = len(still) < len(m.unchanged)
+            m.unchanged = still
+            if not progress:
+                break
+        m.second_step_only = [n for n in first if n not in m.unchanged]
         params = dict(named)
         m.moved_frozen = [n for n in frozen if not torch.equal(before[n], params[n].detach())]
         return m
 
     def judge(self, m: ParamUpdateM) -> Verdict:
-        total = m.trainable + len(m.frozen)
+        total = m.trainable + len(m.frozen) + len(m.fixed_tables)
         if not m.trainable:
             return Verdict(
                 Status.FAIL,
@@ -88,6 +125,8 @@ class ParamUpdate(Check[ParamUpdateM]):
             "optimizer": f"Adam(lr={LR:g})",
             "steps": m.steps,
         }
+        if m.fixed_tables:
+            evidence["fixed_position_tables"] = m.fixed_tables
         if m.second_step_only:
             evidence["changed_from_the_second_step"] = m.second_step_only
         if m.unchanged or m.moved_frozen:
@@ -106,7 +145,8 @@ class ParamUpdate(Check[ParamUpdateM]):
             return Verdict(
                 Status.FAIL,
                 f"{len(m.unchanged)} trainable parameters did not change after {m.steps} Adam "
-                "steps" + (f"; {len(m.moved_frozen)} frozen ones did" if m.moved_frozen else ""),
+                "steps (the last moved no new one)"
+                + (f"; {len(m.moved_frozen)} frozen ones did" if m.moved_frozen else ""),
                 evidence=evidence,
                 where=m.unchanged + m.moved_frozen,
                 causes=causes,
@@ -128,11 +168,16 @@ class ParamUpdate(Check[ParamUpdateM]):
                 fix="if the freeze is intended, ignore this warning; otherwise set "
                 "requires_grad=True on these modules before building the optimizer",
             )
-        how = "one Adam step" if m.steps == 1 else "two Adam steps"
+        how = "one Adam step" if m.steps == 1 else f"{m.steps} Adam steps"
         summary = f"{how} changed all {m.trainable} trainable parameters"
+        if m.fixed_tables:
+            summary += (
+                f"; {len(m.fixed_tables)} fixed position tables are frozen by construction "
+                "(warns on frozen weights of layers that compute)"
+            )
         if m.second_step_only:
             summary += (
-                f" ({len(m.second_step_only)} only at the second step: a zero-initialised gate "
-                "holds them at the first)"
+                f" ({len(m.second_step_only)} only after the first: zero-initialised gates "
+                "hold them until the gates move)"
             )
         return Verdict(Status.PASS, summary, evidence=evidence)

@@ -31,7 +31,7 @@ HEAVY_DROPOUT = 0.8
 
 @dataclass
 class TrainEvalM:
-    batch: int
+    batch: int | None
     layers: dict[str, str]  # name -> "BatchNorm2d" / "Dropout(p=0.1)"
     gap: float = 0.0
     by_layer: dict[str, float] = field(default_factory=dict)
