@@ -71,6 +71,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "argparse-flag-always-true": ("TW611",),
     "argparse-wrong-type": ("TW613",),
     "ecosystem-api-change": ("TW307",),
+    "wrong-condition": ("TW614",),
     "argparse-missing-type": ("TW613",),
     "launcher-local-rank-arg": ("TW612",),
     "gym-api-mismatch": ("TW148",),

@@ -136,13 +136,18 @@ def test_notebook_shell_escapes_continued_and_cell_magics_are_not_python(project
             [
                 ("code", "!pip install -q \\\n    torch \\\n    peft\nimport torch\n"),
                 ("code", "%%bash\nif [ -d x ]; then\n  echo yes\nfi\n"),
-                ("code", "scaler = torch.cuda.amp.GradScaler()\n"),
+                ("code", "import os\nif os.environ.get('COLAB'):\n    VERSION = !curl -s x\n"),
+                ("code", "output = !python demo.py \\\n--model x \\\n--data y\n"),
+                (
+                    "code",
+                    "if True:\n    !pip install q \\\nr\nscaler = torch.cuda.amp.GradScaler()\n",
+                ),
             ]
         )
     )
     result = run("nb.ipynb", "--no-cache")
     assert "TW000" not in result.stdout
-    assert "nb.ipynb:cell 3:1:10: TW401" in result.stdout
+    assert "nb.ipynb:cell 5:4:10: TW401" in result.stdout
 
 
 def test_gitignored_and_virtualenv_files_are_skipped(project: Path) -> None:

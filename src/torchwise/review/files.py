@@ -29,6 +29,8 @@ SKIPPED_DIRS = frozenset(
 )  # fmt: skip
 SUFFIXES = (".py", ".pyi", ".ipynb")
 _MAGIC = re.compile(r"^\s*[%!?]")
+#: ``files = !ls``, ``t = %timeit -o f()``: IPython assigns a shell or magic result.
+_MAGIC_ASSIGNMENT = re.compile(r"^(\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=)\s*[!%]")
 _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 
 
@@ -98,6 +100,22 @@ def _walk_dir(directory: Path, ignores: list[_IgnoreFile]) -> Iterator[Path]:
 
 
 _SHEBANG = re.compile(rb"^#![^\n]*\bpython[\d.]*\b")
+
+
+def _without_magic(line: str, continuing: str | None) -> str:
+    """A notebook line as Python: IPython's ``!cmd``, ``%magic`` and ``x = !cmd``
+    become ``pass`` and ``x = None`` at the same indentation (so an ``if``
+    whose body is a magic still parses); ``continuing`` is the indentation of
+    the magic a trailing backslash continues onto this line."""
+    if continuing is not None:
+        return f"{continuing}pass  # {line.strip()}"
+    assignment = _MAGIC_ASSIGNMENT.match(line)
+    if assignment is not None:
+        return f"{assignment.group(1)} None  # {line[assignment.end() - 1 :]}"
+    if _MAGIC.match(line):
+        stripped = line.lstrip()
+        return f"{line[: len(line) - len(stripped)]}pass  # {stripped}"
+    return line
 
 
 def _python_script(path: Path) -> bool:
@@ -185,10 +203,13 @@ def _read_notebook(path: Path, raw: bytes) -> SourceFile:
         # positions hold) but make them comments. A cell magic (%%bash) takes
         # the whole cell; a line magic continues over lines ending in a backslash.
         cell_magic = text.lstrip().startswith("%%")
-        continued = False
+        indent: str | None = None  # of the magic line a backslash continues
         for number, line in enumerate(text.splitlines(), start=1):
-            magic = cell_magic or continued or bool(_MAGIC.match(line))
-            continued = magic and line.rstrip().endswith("\\")
-            lines.append("#" + line if magic else line)
+            lines.append("#" + line if cell_magic else _without_magic(line, indent))
+            if not cell_magic and line.rstrip().endswith("\\"):
+                if indent is None and (_MAGIC.match(line) or _MAGIC_ASSIGNMENT.match(line)):
+                    indent = line[: len(line) - len(line.lstrip())]
+            else:
+                indent = None
             line_map.append((code_cell, number))
     return SourceFile(str(path), "\n".join(lines) + "\n", tuple(line_map))
