@@ -93,13 +93,15 @@ def _walk_dir(directory: Path, ignores: list[_IgnoreFile]) -> Iterator[Path]:
             continue
         if is_dir:
             yield from _walk_dir(path, active)
-        elif entry.name.endswith(SUFFIXES) and entry.is_file():
-            yield path
-        elif "." not in entry.name and entry.is_file() and _python_script(path):
+        elif entry.is_file() and _reviewable(entry.name, path):
             yield path
 
 
 _SHEBANG = re.compile(rb"^#![^\n]*\bpython[\d.]*\b")
+
+
+def _reviewable(name: str, path: Path) -> bool:
+    return name.endswith(SUFFIXES) or ("." not in name and _python_script(path))
 
 
 def _without_magic(line: str, continuing: str | None) -> str:

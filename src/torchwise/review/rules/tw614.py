@@ -19,8 +19,8 @@ _FLAG_ACTIONS = {"store_true": False, "store_false": True}
 class FlagComparedToNone(Rule):
     """## What it does
     Flags `args.flag is None` and `args.flag is not None` (on what
-    `parse_args()` returned) where this file declares `flag` with `action="store_true"` or `action="store_false"`
-    (and no `default=None`).
+    `parse_args()` returned) where this file declares `flag` with
+    `action="store_true"` or `action="store_false"` (and no `default=None`).
 
     ## Why is this bad?
     A `store_true` flag is `False` when absent and `True` when given: never
