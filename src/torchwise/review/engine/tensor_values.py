@@ -122,6 +122,13 @@ _PLACED_KINDS = (F.DEVICE, F.TENSOR, F.OUTPUT, F.LOSS)
 DTYPE = Place("dtype", 0, "a dtype")
 
 
+def _is_tensor_like(value: Value | None) -> bool:
+    """A tensor, model output or module: its ``.device`` is wherever it is."""
+    if value is None or "guessed" in value.flags:
+        return False
+    return value.kind in (F.TENSOR, F.OUTPUT, F.LOSS, F.MODULE, F.TENSORS)
+
+
 class TensorReader:
     """Mixin of :class:`~.values.ValueReader`: the tensor facts of expressions."""
 
@@ -181,7 +188,9 @@ class TensorReader:
             owner = self.tensor_of(expr.value)
             if owner is not None and owner.place is not None:
                 return Place(owner.place.device, line, f"{moved} to `{self.text(expr)}`")
-            return None
+            if owner is not None or _is_tensor_like(self.value_of(expr.value)):
+                return None  # a tensor's or a model's device, where it is not known
+
         value = self.value_of(expr)
         place = None if value is None or value.tensor is None else value.tensor.place
         if place is not None and value is not None and value.kind in _PLACED_KINDS:
