@@ -518,8 +518,34 @@ class ProjectIndex:
                 return "namespace"  # `"args": args` in a script that parses arguments
             return passed or "other"
 
+        whole = save.whole
+        if whole is not None and whole.startswith("param:") and save.function is not None:
+            passed = self._passed_dict(f"{path}::{save.function}", whole[6:])
+            if passed is not None:  # `save_checkpoint({"epoch": e, ...})`: the caller's dict
+                save = dataclasses.replace(save, whole=None, keys=passed)
         keys = {key: kind(value) or "other" for key, value in save.keys.items()}
         return dataclasses.replace(save, whole=kind(save.whole), keys=keys)
+
+    def _passed_dict(self, function_id: str, param: str) -> dict[str, str] | None:
+        """The keys of a dict literal a caller passes as ``param`` (what each
+        holds, the callers' own kinds merged), when one does."""
+        fact = self.function(function_id)
+        if fact is None:
+            return None
+        params = [p for p in fact.params if p not in {"self", "cls"}]
+        merged: dict[str, str] = {}
+        for site in self.callers(function_id):
+            passed = dict(zip(params, site.fact.args, strict=False))
+            passed.update(site.fact.keywords)
+            given = passed.get(param)
+            if given is None or given.keys is None:
+                continue
+            caller_path = site.path
+            for key, held in given.keys.items():
+                if held.startswith("ref:"):
+                    held = self._built_kind(held[4:], caller_path)
+                merged.setdefault(key, held)
+        return merged or None
 
     def _built_kind(self, written: str, path: str) -> str:
         """What a value built by a project name is, as a saved kind: an instance

@@ -37,6 +37,9 @@ class ArgFact:
     #: dimension and the rank: [device or "", line, why, has dimensions,
     #: "linear-1" or "", rank or -1].
     tensor: list[str | int | bool] | None = None
+    #: A dict literal's string keys and what each holds, as SaveFact.keys
+    #: (``save_checkpoint({"epoch": e, "best": best}, ...)``).
+    keys: dict[str, str] | None = None
 
 
 @dataclass

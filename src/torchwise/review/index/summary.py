@@ -59,6 +59,12 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         expr.value, (bool, int, float, str, type(None))
     ):
         fact.literal, fact.has_literal = expr.value, True
+    if isinstance(expr, ast.Dict) and expr.keys and len(expr.keys) <= 32:
+        keys = [key.value for key in expr.keys if isinstance(key, ast.Constant)]
+        if len(keys) == len(expr.keys) and all(isinstance(key, str) for key in keys):
+            fact.keys = {
+                str(key): _saved_kind(ctx, item) for key, item in zip(keys, expr.values, strict=True)
+            }
     value = ctx.value_of(expr)
     if value is not None:
         fact.kind, fact.origin, fact.activation = value.kind, value.origin, value.activation

@@ -40,6 +40,9 @@ _REMOVED = {
     "numpy.object": "object",
     "numpy.str": "str",
 }
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+#: The keywords ``Variable`` accepts (``volatile`` is ignored, with a warning).
+_VARIABLE_KEYWORDS = frozenset({"requires_grad", "volatile"})
 _LEGACY_CPU_CONSTRUCTORS = frozenset(
     f"torch.{name}Tensor"
     for name in (
@@ -77,8 +80,9 @@ class RemovedApi(Rule):
     `backward(retain_variables=...)`, `transforms.Scale`/`RandomSizedCrop`,
     `iterator.next()` on an iterator of a loader, `torch.onnx._export`,
     `torch._six`, `scipy.misc.imread`/`imresize` and the `np.float`/`np.int`
-    aliases, and `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
-    given a device that may not be the CPU.
+    aliases, `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
+    given a device that may not be the CPU, and `Variable(x, device=...)`
+    (`Variable` never took a device).
 
     ## Why is this bad?
     Each raises `ImportError`, `AttributeError` or `TypeError` on the versions
@@ -169,6 +173,16 @@ class RemovedApi(Rule):
         func = node.func
         if (ctx.call_name(node) or "") in _LEGACY_CPU_CONSTRUCTORS:
             self._legacy_constructor(node, ctx)
+            return
+        if (ctx.call_name(node) or "") in _VARIABLE:
+            rejected = [k.arg for k in node.keywords if k.arg and k.arg not in _VARIABLE_KEYWORDS]
+            if rejected:
+                what = (
+                    f"`Variable` takes no `{rejected[0]}=` (TypeError on every call): build "
+                    f"the tensor with it (`torch.tensor(..., {rejected[0]}=...)`); "
+                    "`Variable` is not needed"
+                )
+                self._report(ctx, node, what)
             return
         if not isinstance(func, ast.Attribute):
             qualname = ctx.call_name(node)
