@@ -13,7 +13,11 @@ figure on a shared machine) and the ratios:
   so that a change is measured against the code before it on the same machine,
   under the same load;
 - TorchFix (``torchfix``, the only other PyTorch linter; all cores, its default);
-- ``ruff check --no-cache`` with ruff's default rules (a generic linter in Rust).
+- ``ruff check --no-cache`` with ruff's default rules and with ``--select ALL``
+  (a generic linter in Rust; issue 21's yardstick: torchwise cold ``--jobs 1``
+  within 4x ruff ``--select ALL``'s CPU time, the goal 2x);
+- one file of about 300 lines from the corpus, reviewed cold on its own (the
+  editor's and pre-commit's case; goal under 0.1 s wall).
 
 A command slower than ``--slow-limit`` seconds is run once and marked so.
 Usage: ``python bench/review_speed.py [--corpus timm] [--runs 5] [--baseline 55405c1]``.
@@ -134,6 +138,24 @@ def main() -> None:
     if ruff:
         argv = [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(source)]
         commands.append(Command(f"ruff {_version('ruff')} check (default rules)", argv))
+        every = [*argv[:2], "--select", "ALL", *argv[2:]]
+        commands.append(Command(f"ruff {_version('ruff')} check --select ALL", every))
+    single = _file_near(source, 300)
+    single_lines = len(single.read_text(errors="replace").splitlines())
+    commands.append(
+        Command(
+            f"torchwise review, one {single_lines}-line file, cold",
+            [
+                str(BIN / "torchwise"),
+                "review",
+                str(single),
+                "--config",
+                str(config),
+                "--exit-zero",
+                "--no-cache",
+            ],
+        )
+    )
     slow: list[Command] = []
     torchfix = shutil.which("torchfix", path=str(BIN)) or shutil.which("torchfix")
     if torchfix and not args.skip_torchfix:
@@ -168,6 +190,19 @@ def main() -> None:
         for what, ratio in (("wall", row.wall / one.wall), ("CPU", row.cpu / one.cpu)):
             verdict = "meets" if ratio >= 30 else "MISSES"
             print(f"TorchFix / torchwise -j1, {what} time: {ratio:.0f}x ({verdict} >= 30x)")
+    every = next((row for row in rows if "--select ALL" in row.label), None)
+    if every is not None:
+        ratio = one.cpu / every.cpu
+        verdict = "meets the goal" if ratio <= 2 else "meets" if ratio <= 4 else "MISSES"
+        print(
+            f"torchwise -j1 / ruff --select ALL, CPU time: {ratio:.2f}x ({verdict}: <= 4x, goal 2x)"
+        )
+    jobs = commands[1] if not args.baseline else commands[2]
+    verdict = "meets" if jobs.wall <= one.wall * 1.05 else "MISSES"
+    print(f"--jobs {cores} / --jobs 1, wall: {jobs.wall / one.wall:.2f}x ({verdict}: never slower)")
+    single_row = next(row for row in rows if "one " in row.label)
+    verdict = "meets" if single_row.wall < 0.1 else "MISSES"
+    print(f"one file cold: {single_row.wall:.3f} s wall ({verdict} < 0.1 s)")
     warm = next(row for row in rows if "warm" in row.label)
     print(f"warm cache: {warm.wall:.2f} s ({'meets' if warm.wall < 1 else 'MISSES'} < 1 s)")
     if args.baseline:
@@ -175,6 +210,14 @@ def main() -> None:
         for what, ratio in (("wall", one.wall / base.wall), ("CPU", one.cpu / base.cpu)):
             verdict = "meets" if ratio <= 1.5 else "MISSES"
             print(f"cold -j1 vs {args.baseline}, {what}: {ratio:.2f}x ({verdict} <= 1.5x)")
+
+
+def _file_near(source: Path, lines: int) -> Path:
+    """The corpus file whose length is closest to ``lines`` (first by name on a tie)."""
+    files = sorted(source.rglob("*.py"))
+    return min(
+        files, key=lambda f: (abs(len(f.read_text(errors="replace").splitlines()) - lines), str(f))
+    )
 
 
 def _version(tool: str) -> str:
