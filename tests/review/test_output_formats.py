@@ -156,7 +156,7 @@ def test_github_annotations(report: ReviewReport) -> None:
     lines = render(report, "github").splitlines()
     assert len(lines) == len(report.findings)
     assert (
-        "::warning file=pkg/train.py,line=7,col=14,endLine=7,endColumn=41,"
+        "::notice file=pkg/train.py,line=7,col=14,endLine=7,endColumn=41,"
         "title=TW401 deprecated-amp-api::`torch.cuda.amp.GradScaler` is deprecated"
     ) in "\n".join(lines)
     assert any(line.startswith("::error file=broken.py,line=1,") for line in lines)
@@ -184,7 +184,6 @@ def test_markdown_is_a_written_review(report: ReviewReport) -> None:
         "## Likely bugs and traps",
         "## Performance",
         "## Deprecated and fragile code",
-        "## Hints",
         "## What the code already does well",
         "## Testing recommendations",
     ]
@@ -193,7 +192,7 @@ def test_markdown_is_a_written_review(report: ReviewReport) -> None:
     critical = text.split("## Critical issues")[1].split("## Likely bugs")[0]
     assert "`TW000` syntax-error: `broken.py:1:" in critical
     assert ">1 | def f(:" in critical
-    deprecated = text.split("## Deprecated and fragile code")[1].split("## Hints")[0]
+    deprecated = text.split("## Deprecated and fragile code")[1].split("## What the code")[0]
     assert "`pkg/train.py:7:14`" in deprecated and "**Fix** (safe" in deprecated
     praise = text.split("## What the code already does well")[1].split("## Testing")[0]
     assert "`zero_grad()`" in praise and "`pkg/train.py:9`" in praise

@@ -42,7 +42,7 @@ def test_diagnostics_on_open_change_and_save(
         assert amp.range == types.Range(
             start=types.Position(line=2, character=9), end=types.Position(line=2, character=36)
         )
-        assert amp.severity == types.DiagnosticSeverity.Warning
+        assert amp.severity == types.DiagnosticSeverity.Information
         assert amp.source == "torchwise"
         assert amp.message.endswith("(deprecated-amp-api)")
         assert amp.code_description is not None
@@ -79,7 +79,7 @@ def test_hover_over_a_finding_shows_its_rule(
         )
         assert over is not None and isinstance(over.contents, types.MarkupContent)
         assert over.contents.kind == types.MarkupKind.Markdown
-        assert over.contents.value.startswith("**TW401** `deprecated-amp-api` (warning)")
+        assert over.contents.value.startswith("**TW401** `deprecated-amp-api` (info)")
         assert "#### What it does" in over.contents.value
         assert "deprecated.md#tw401" in over.contents.value
         assert over.range is not None and over.range.start.line == 2

@@ -111,13 +111,16 @@ def render(report: ReviewReport, options: RenderOptions) -> str:
         out += ["None beyond the critical issues.", ""]
     for problem in bugs:
         out += _problem("###", problem, sources, excerpt=True)
-    slow = [p for p in warnings if p.impact == "performance"]
+    # Performance and deprecations are grouped by what they are, hints or not.
+    lesser = warnings + hints
+    slow = [p for p in lesser if p.impact == "performance"]
     out += ["## Performance", ""]
     if not slow:
         out += ["No performance findings.", ""]
     for problem in slow:
         out += _problem("###", problem, sources, excerpt=False)
-    dated = [p for p in warnings if p.impact == "maintenance"]
+    dated = [p for p in lesser if p.impact == "maintenance"]
+    hints = [p for p in hints if p.impact not in {"performance", "maintenance"}]
     if dated:
         out += ["## Deprecated and fragile code", ""]
         for problem in dated:

@@ -72,7 +72,7 @@ class EvaluationWithGrad(Rule):
     code = "TW114"
     name = "evaluation-with-grad"
     family = "training"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     in_test_modules = False
     impact = "performance"
     message = (

@@ -62,7 +62,7 @@ class CreatedThenMoved(Rule):
     code = "TW206"
     name = "created-then-moved"
     family = "performance"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     impact = "performance"
     message = "`torch.{name}(...)` is built on the CPU then copied: pass `device=` instead"
     fix = Applicability.SAFE

@@ -6,6 +6,7 @@ The class docstring is its user documentation (`torchwise rules TW301`).
 from __future__ import annotations
 
 import ast
+import re
 
 from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.engine import facts as F
@@ -64,6 +65,13 @@ class TorchLoadUnsafe(Rule):
     array is not reported here: `weights_only=True` would break it, and TW416
     reports it instead.
 
+    A warning where the file comes from elsewhere: a URL, a download, a
+    project that never writes checkpoints itself (so what it loads was
+    published by someone). A hint (`info`) where the project writes its own
+    checkpoints with `torch.save`: loading them is safe until someone loads a
+    file from elsewhere. Not reported for a project pinned to torch below
+    1.13, which has no `weights_only`.
+
     The minimum torch version is `min-torch-version` when configured, else the
     one the project declares (`pyproject.toml`, `requirements*.txt`,
     `setup.cfg`, `setup.py`), else 2.4; from 2.6 on, `weights_only=True` is
@@ -118,11 +126,50 @@ class TorchLoadUnsafe(Rule):
         self.missing.append((node, callee, fix))
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        if ctx.project.torch_range.below is not None and ctx.project.torch_range.below <= (1, 13):
+            return  # pinned below 1.13: torch.load has no weights_only to pass
+        own = bool(ctx.project.saves())
         for node, callee, fix in self.missing:
             load = module.loads.get(node)
             if load is not None and refused_content(load, ctx) is not None:
                 continue  # it loads a pickled object: TW416, and weights_only=True would break it
+            if (
+                own
+                and callee != "torch.hub.load_state_dict_from_url"
+                and not _downloaded(node, ctx)
+            ):
+                ctx.report(
+                    self,
+                    node,
+                    fix=fix,
+                    severity=Severity.INFO,
+                    message=self.message + " (this project writes its own checkpoints: a risk "
+                    "only when someone loads a file from elsewhere)",
+                    callee=callee,
+                )
+                continue
             ctx.report(self, node, fix=fix, callee=callee)
+
+
+#: Calls that fetch a file from the network.
+_DOWNLOADS = re.compile(
+    r"(hf_hub_download|download_url_to_file|urlretrieve|cached_download|snapshot_download|"
+    r"get_file|download)$"
+)
+
+
+def _downloaded(node: ast.Call, ctx: Context) -> bool:
+    """Whether the loaded path is a URL, or a name assigned by a download call."""
+    path = node.args[0] if node.args else None
+    if path is None:
+        return False
+    if isinstance(path, ast.Constant) and isinstance(path.value, str):
+        return path.value.startswith(("http://", "https://"))
+    if isinstance(path, ast.Call):
+        return _DOWNLOADS.search(ctx.call_name(path) or ctx.text(path.func)) is not None
+    value = ctx.value_of(path)
+    origin = "" if value is None else (value.origin or "")
+    return _DOWNLOADS.search(origin) is not None
 
 
 def minimum_torch(ctx: Context) -> tuple[int, int]:

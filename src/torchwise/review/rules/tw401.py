@@ -52,7 +52,7 @@ class DeprecatedAmp(Rule):
     code = "TW401"
     name = "deprecated-amp-api"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 

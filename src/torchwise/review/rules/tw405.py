@@ -59,7 +59,7 @@ class LegacyLossReduction(Rule):
     code = "TW405"
     name = "legacy-loss-reduction"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{args}` is deprecated; use `reduction=`"
     fix = Applicability.SAFE
 

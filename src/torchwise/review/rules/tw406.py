@@ -63,7 +63,7 @@ class DeprecatedLinalgFunction(Rule):
     code = "TW406"
     name = "deprecated-linalg-function"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 

@@ -49,7 +49,7 @@ class TorchRange(Rule):
     code = "TW407"
     name = "torch-range"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = (
         "`torch.range` includes its end point and is deprecated; use `torch.arange` (end excluded)"
     )

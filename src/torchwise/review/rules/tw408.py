@@ -46,7 +46,7 @@ class AssertAllclose(Rule):
     code = "TW408"
     name = "assert-allclose"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`torch.testing.assert_allclose` is deprecated; use `torch.testing.assert_close`"
     fix = Applicability.UNSAFE
 

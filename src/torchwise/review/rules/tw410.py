@@ -48,7 +48,7 @@ class ClipGradNormWithoutUnderscore(Rule):
     code = "TW410"
     name = "clip-grad-norm-without-underscore"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`clip_grad_norm` is deprecated; use `clip_grad_norm_`"
     fix = Applicability.SAFE
 

@@ -52,7 +52,7 @@ class CheckpointWithoutUseReentrant(Rule):
     code = "TW411"
     name = "checkpoint-without-use-reentrant"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{callee}` without `use_reentrant=` warns, and its default is going away"
     fix = Applicability.UNSAFE
 

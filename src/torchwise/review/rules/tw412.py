@@ -51,7 +51,7 @@ class DeprecatedUpsample(Rule):
     code = "TW412"
     name = "deprecated-upsample"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 

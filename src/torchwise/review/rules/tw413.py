@@ -42,7 +42,7 @@ class DeprecatedWeightNorm(Rule):
     code = "TW413"
     name = "deprecated-weight-norm"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = (
         "`{old}` is deprecated; use `{new}` (state_dict keys change: "
         "`weight_g`/`weight_v` become `parametrizations.weight.original0/1`)"

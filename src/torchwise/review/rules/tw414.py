@@ -45,7 +45,7 @@ class DistributedLaunch(Rule):
     code = "TW414"
     name = "distributed-launch"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`torch.distributed.launch` is deprecated; use `torchrun` (`torch.distributed.run`)"
     needs_text = ("launch",)  # in the import or the command line that names the launcher
 

@@ -50,7 +50,7 @@ class MovedApi(Rule):
     code = "TW415"
     name = "moved-api"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = "`{old}` is deprecated; use `{new}`"
     fix = Applicability.SAFE
 

@@ -45,7 +45,7 @@ class TorchvisionPretrainedArgument(Rule):
     code = "TW417"
     name = "torchvision-pretrained-argument"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = (
         "`{argument}=` is deprecated since torchvision 0.13: pass `weights=` "
         "(`{argument}=True` meant the `IMAGENET1K_V1` weights)"

@@ -47,7 +47,7 @@ class VariableVolatileIgnored(Rule):
     code = "TW419"
     name = "variable-volatile-ignored"
     family = "deprecated"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     impact = "performance"
     message = (
         "`Variable(..., volatile=True)` has had no effect since torch 0.4: "

@@ -53,7 +53,7 @@ class SigmoidIntoBCELoss(LossInputRule):
     code = "TW502"
     name = "sigmoid-before-bce-loss"
     family = "numerics"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     message = (
         "binary cross-entropy is given sigmoid output; use the `_with_logits` version on the logits"
     )
