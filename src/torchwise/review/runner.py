@@ -26,7 +26,6 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,6 +295,8 @@ class _Run:
     # -- the index pass --------------------------------------------------------
     def _summarise(self, paths: list[str], keep_trees: bool) -> dict[str, ModuleSummary]:
         if self.workers > 1 and len(paths) >= _PARALLEL_THRESHOLD:
+            from concurrent.futures import ProcessPoolExecutor  # ~10 ms: only when needed
+
             chunk = max(1, len(paths) // (self.workers * 4))
             with ProcessPoolExecutor(
                 max_workers=self.workers, initializer=_init_gc_in_worker
@@ -348,6 +349,8 @@ class _Run:
         self, todo: list[tuple[str, str]], index: ProjectIndex, fix: FixMode | None
     ) -> Iterable[tuple[FileReport, str]]:
         if self.workers > 1 and len(todo) >= _PARALLEL_THRESHOLD:
+            from concurrent.futures import ProcessPoolExecutor
+
             paths = [path for path, _ in todo]
             chunk = max(1, len(paths) // (self.workers * 4))
             with ProcessPoolExecutor(
