@@ -600,3 +600,21 @@ def test_a_ten_thousand_line_file() -> None:
 def test_code_that_shadows_torch_is_not_torch(source: str) -> None:
     findings = review_source(source, "t.py", ReviewSettings(select=("TW301", "TW416")))
     assert findings == []
+
+
+def test_a_cuda_default_tensor_type_puts_plain_tensors_on_the_gpu() -> None:
+    source = """\
+        import torch
+
+        if torch.cuda.is_available():
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        net = torch.nn.Linear(4, 4).cuda()
+        scale = torch.Tensor([2.0, 2.0, 2.0, 2.0])
+        out = net(torch.ones(1, 4).cuda()) * scale
+        """
+    assert codes(source, "TW701") == []
+    unchanged = source.replace(
+        'torch.set_default_tensor_type("torch.cuda.FloatTensor")',
+        "torch.set_default_dtype(torch.float64)",
+    )
+    assert codes(unchanged, "TW701")

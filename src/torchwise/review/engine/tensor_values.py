@@ -228,6 +228,8 @@ class TensorReader:
     # -- torch functions ----------------------------------------------------------------
     def torch_function(self, call: ast.Call, name: str) -> TensorInfo | None:
         """The tensor a ``torch.<name>(...)`` call returns, when torch says so."""
+        if name == "Tensor" and self.default_device_changed:
+            return TensorInfo(dims=_literal_dims(call), batched=_sequence_data(call))
         if name in LEGACY_CPU:
             return TensorInfo(
                 place=Place(CPU, call.lineno, f"`torch.{name}` (always on the CPU)"),

@@ -11,6 +11,7 @@ the runner's (see :mod:`torchwise.review.analysis`).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,11 @@ def too_deep(path: str, line: int = 1) -> Finding:
     )
 
 
+_CHANGES_DEFAULT_DEVICE = re.compile(
+    r"set_default_tensor_type\([^)]*cuda|set_default_device\(\s*(?!['\"]cpu)"
+)
+
+
 class Walk(Tracker):
     """One depth-first walk that keeps the context current and calls handlers."""
 
@@ -143,6 +149,11 @@ class Walk(Tracker):
 
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree
+        # `torch.set_default_tensor_type("torch.cuda.FloatTensor")` or
+        # `torch.set_default_device("cuda")` anywhere: factories may build on the GPU.
+        self.ctx.default_device_changed = (
+            _CHANGES_DEFAULT_DEVICE.search(self.ctx.source) is not None
+        )
         self._prescan(tree.body)
         self.ctx.forget_names()
         self.visit(tree)

@@ -168,6 +168,8 @@ class GymStepApi(Rule):
             later = [at for at, _, store in uses.get(truncated, []) if not store and at >= line]
             if truncated != "_" and later:
                 continue  # read: kept
+            if _bounded_otherwise(scope, node, terminated):
+                continue  # `for t in range(200)`, `while not done and t < 200`: a limit of its own
             loop = _episode_loop(scope, node, terminated)
             where = "" if loop is None else f" (the loop at line {loop})"
             ctx.report(
@@ -196,6 +198,28 @@ class GymStepApi(Rule):
                         "terminal and the value target stops bootstrapping; store `terminated`",
                     )
                     break
+
+
+def _bounded_otherwise(scope: ast.AST, step: ast.AST, terminated: str) -> bool:
+    """Whether the episode has a bound besides the termination flag: the
+    ``while`` that reads the flag also compares (``while not done and t < 200``),
+    or, with no such ``while``, a ``for`` loop around the step counts the steps."""
+    line = getattr(step, "lineno", 0)
+    loops = [
+        node
+        for node in ast.walk(scope)
+        if isinstance(node, (ast.For, ast.While)) and node.lineno < line <= (node.end_lineno or 0)
+    ]
+    episodes = [
+        node
+        for node in loops
+        if isinstance(node, ast.While)
+        and terminated in {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+    ]
+    if episodes:
+        episode = max(episodes, key=lambda node: node.lineno)
+        return any(isinstance(node, ast.Compare) for node in ast.walk(episode.test))
+    return any(isinstance(node, ast.For) for node in loops)
 
 
 def _episode_loop(scope: ast.AST, step: ast.AST, terminated: str) -> int | None:

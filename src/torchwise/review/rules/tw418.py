@@ -36,7 +36,6 @@ _REMOVED = {
     "scipy.misc.imrotate": None,
     "numpy.float": "float",
     "numpy.int": "int",
-    "numpy.bool": "bool",
     "numpy.object": "object",
     "numpy.str": "str",
 }
@@ -80,7 +79,7 @@ class RemovedApi(Rule):
     `backward(retain_variables=...)`, `transforms.Scale`/`RandomSizedCrop`,
     `iterator.next()` on an iterator of a loader, `torch.onnx._export`,
     `torch._six`, `scipy.misc.imread`/`imresize` and the `np.float`/`np.int`
-    aliases, `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
+    aliases (not `np.bool`: NumPy 2 brought it back), `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
     given a device that may not be the CPU, and `Variable(x, device=...)`
     (`Variable` never took a device).
 

@@ -20,6 +20,12 @@ _VALUE_TARGET_LOSSES = frozenset(
     {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
      "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss"}
 )  # fmt: skip
+#: Losses whose two arguments play the same part: a graph-free first argument
+#: means the two were written the other way round, which changes nothing.
+_SYMMETRIC = frozenset(
+    {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "MSELoss", "L1Loss",
+     "SmoothL1Loss", "HuberLoss"}
+)  # fmt: skip
 _VALUE_TARGET_MODULES = frozenset(
     {"MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
      "BCEWithLogitsLoss", "CosineEmbeddingLoss"}
@@ -87,8 +93,9 @@ class LossTargetWithGraph(Rule):
         if len(node.args) < 2 or ctx.in_no_grad:
             return
         qualname = ctx.call_name(node) or ""
+        loss = qualname.rsplit(".", 1)[-1]
         if qualname in LOSS_FUNCTIONS:
-            if qualname.rsplit(".", 1)[-1] not in _VALUE_TARGET_LOSSES:
+            if loss not in _VALUE_TARGET_LOSSES:
                 return
         else:
             func = node.func
@@ -97,13 +104,16 @@ class LossTargetWithGraph(Rule):
             callee = ctx.value_of(func)
             if callee is None or callee.kind != F.LOSS_FN:
                 return
-            if (callee.origin or "").rsplit(".", 1)[-1] not in _VALUE_TARGET_MODULES:
+            loss = (callee.origin or "").rsplit(".", 1)[-1]
+            if loss not in _VALUE_TARGET_MODULES:
                 return
         prediction, target = ctx.value_of(node.args[0]), ctx.value_of(node.args[1])
         if target is None or target.kind not in _GRAPH_KINDS or not target.through:
             return
         if UNPACKED in target.flags:
             return  # an element of a model's tuple output: maybe lengths or indices
+        if loss in _SYMMETRIC and (prediction is None or not prediction.through):
+            return  # `mse_loss(td_target, q)`: the arguments swapped, the same loss
         trained = set() if prediction is None else set(prediction.through)
         shared = sorted(trained & set(target.through))
         models = ", ".join(f"`{name}`" for name in sorted(target.through))
