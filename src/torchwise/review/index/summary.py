@@ -63,7 +63,8 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
         keys = [key.value for key in expr.keys if isinstance(key, ast.Constant)]
         if len(keys) == len(expr.keys) and all(isinstance(key, str) for key in keys):
             fact.keys = {
-                str(key): _saved_kind(ctx, item) for key, item in zip(keys, expr.values, strict=True)
+                str(key): _saved_kind(ctx, item)
+                for key, item in zip(keys, expr.values, strict=True)
             }
     value = ctx.value_of(expr)
     if value is not None:

@@ -6,6 +6,7 @@ The class docstring is its user documentation (`torchwise rules TW105`).
 from __future__ import annotations
 
 from torchwise.findings import Severity
+from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
@@ -20,8 +21,9 @@ class TrainingAfterEval(Rule):
     model in `.eval()` mode, with no `.train()` call anywhere in the loop.
 
     Not flagged: an `.eval()` written in the training loop itself before it
-    trains (a deliberate choice, such as fine-tuning with frozen batch-norm
-    statistics), and models whose class (as the project shows it) has no
+    trains, or in the function that trains (a deliberate choice, such as
+    fine-tuning with frozen batch-norm statistics or linear evaluation on
+    frozen features), and models whose class (as the project shows it) has no
     dropout and no batch norm, which behave the same in both modes.
 
     ## Why is this bad?
@@ -72,10 +74,24 @@ class TrainingAfterEval(Rule):
                 trainers = [c for c in calls if effects.call_does(c, "backward")]
                 if not trainers:
                     continue
+                if any(_trains_in_eval_mode(t, ctx) for t in trainers):
+                    continue  # `train()` sets its own mode (linear evaluation on frozen features)
                 first = min(position(t.node) for t in trainers)
                 evaluations = [e for e in evals if not _sets_training_mode(e, first)]
                 if evaluations and not all(_mode_independent(e, ctx) for e in evaluations):
                     ctx.report(self, trainers[0].node)
+
+
+def _trains_in_eval_mode(call: F.CallEvent, ctx: Context) -> bool:
+    """The called function itself puts the model in eval mode before its first
+    backward, and never back in train mode: it trains in eval mode on purpose."""
+    fact = ctx.project.function(call.target)
+    if fact is None:
+        return False
+    evals = [line for effect, line, _, _ in fact.events if effect == E.EVAL]
+    trains = [line for effect, line, _, _ in fact.events if effect == E.TRAIN]
+    backwards = [line for effect, line, _, _ in fact.events if effect == E.BACKWARD]
+    return bool(evals and backwards and not trains) and min(evals) < min(backwards)
 
 
 def _sets_training_mode(call: F.CallEvent, first_training: tuple[int, int]) -> bool:

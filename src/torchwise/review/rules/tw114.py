@@ -101,8 +101,7 @@ class EvaluationWithGrad(Rule):
             graph = returned is not None and returned.kind in _GRAPH
             if graph and returned is not None and "detached" not in returned.flags:
                 continue  # returns the model's output: a caller may train through it
-            sites = ctx.project.callers(function.target)
-            if sites and all(site.fact.no_grad for site in sites):
+            if _always_called_without_grad(function.target, ctx):
                 continue
             ctx.report(self, where, what=what)
 
@@ -137,6 +136,18 @@ def _asks_for_gradients(call: F.CallEvent) -> bool:
     if call.method == "requires_grad_":
         return True
     return call.qualname is not None and _GRADIENTS.match(call.qualname) is not None
+
+
+def _always_called_without_grad(target: str | None, ctx: Context, depth: int = 0) -> bool:
+    """Whether every project call of ``target`` runs under ``no_grad``: written
+    there, or made by a function that is itself always called so."""
+    sites = ctx.project.callers(target)
+    if not sites or depth > 3:
+        return False
+    return all(
+        site.fact.no_grad or _always_called_without_grad(site.caller, ctx, depth + 1)
+        for site in sites
+    )
 
 
 def _evaluation(function: F.FunctionFacts, effects: Effects) -> tuple[ast.AST, str] | None:

@@ -26,6 +26,9 @@ class TensorAttribute(Rule):
     attribute (`self.mean = torch.tensor([...])`) instead of a buffer or a
     parameter.
 
+    A warning where the project moves the module to a device (then the
+    tensor stays behind); a hint (`info`) where nothing moves it.
+
     ## Why is this bad?
     Plain tensor attributes are not moved by `model.to(device)`/`.cuda()`/
     `.half()`, and are missing from `state_dict()`. The module works on the
@@ -114,8 +117,11 @@ class TensorAttribute(Rule):
 
     def leave_module(self, module: object, ctx: Context) -> None:
         for (cls, attr), (node, fix) in self.candidates.items():
-            if (cls, attr) not in self.reassigned:
-                ctx.report(self, node, fix=fix, attr=attr)
+            if (cls, attr) in self.reassigned:
+                continue
+            moved = ctx.project.placement(ctx.project.own(cls)) is not None
+            # Never moved to a device (a CPU-only script): a hint until it is.
+            ctx.report(self, node, fix=fix, attr=attr, severity=None if moved else Severity.INFO)
 
 
 #: Calls that put a tensor on a device (and dtype) by hand.

@@ -19,7 +19,9 @@ class SoftmaxWithoutDim(Rule):
     """## What it does
     Flags `F.softmax`, `F.log_softmax`, `F.softmin` and the `nn.Softmax`,
     `nn.LogSoftmax`, `nn.Softmin` modules called without `dim` (or with
-    `dim=None`).
+    `dim=None`): a warning on an input known to be 3-d (the guess, dim 0, is
+    the batch), a hint where the rank is unknown, nothing where the guess is
+    right (1-d, 2-d, 4-d inputs).
 
     ## Why is this bad?
     Without `dim`, PyTorch guesses: dimension 0 for 0-, 1- and 3-dimensional
@@ -65,4 +67,16 @@ class SoftmaxWithoutDim(Rule):
         dim = item.value if item else node.args[position] if len(node.args) > position else None
         if dim is None or (isinstance(dim, ast.Constant) and dim.value is None):
             assert qualname is not None
-            ctx.report(self, node, callee=qualname.replace("torch.nn.functional.", "F."))
+            callee = qualname.replace("torch.nn.functional.", "F.")
+            info = ctx.tensor_of(node.args[0]) if node.args else None
+            rank = None if info is None or info.dims is None else len(info.dims)
+            if rank is not None and rank != 3:
+                return  # 1-d: its one dim; 2-d: the classes; 4-d: the channels
+            if rank == 3:
+                message = (
+                    "`{callee}` without `dim` on a 3-d input: PyTorch picks dim=0, "
+                    "across the batch, not the classes; pass `dim=-1`"
+                )
+                ctx.report(self, node, message=message, callee=callee)
+                return
+            ctx.report(self, node, callee=callee, severity=Severity.INFO)

@@ -79,9 +79,9 @@ class RemovedApi(Rule):
     `backward(retain_variables=...)`, `transforms.Scale`/`RandomSizedCrop`,
     `iterator.next()` on an iterator of a loader, `torch.onnx._export`,
     `torch._six`, `scipy.misc.imread`/`imresize` and the `np.float`/`np.int`
-    aliases (not `np.bool`: NumPy 2 brought it back), `torch.FloatTensor(..., device=...)` (a CPU-only constructor)
-    given a device that may not be the CPU, and `Variable(x, device=...)`
-    (`Variable` never took a device).
+    aliases (not `np.bool`: NumPy 2 brought it back), `torch.FloatTensor(...,
+    device=...)` (a CPU-only constructor) given a device that may not be the
+    CPU, and `Variable(x, device=...)` (`Variable` never took a device).
 
     ## Why is this bad?
     Each raises `ImportError`, `AttributeError` or `TypeError` on the versions

@@ -9,6 +9,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.index.records import TOP_LEVEL
 from torchwise.review.registry import Rule, rule
 
 
@@ -20,6 +21,10 @@ class DeterminismUndone(Rule):
     `torch.use_deterministic_algorithms(True)`, in the same function or in a
     project function it calls), on a path where both hold (not the `else` of
     the same choice) and without a later `benchmark = False`.
+
+    Only in files that train (or define functions that do): an evaluation
+    script's numbers do not depend on the kernels' run-to-run choices enough
+    to matter.
 
     ## Why is this bad?
     With benchmarking on, cuDNN times several algorithms at the first call of
@@ -35,6 +40,10 @@ class DeterminismUndone(Rule):
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = True
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
     ```
 
     ## Use instead
@@ -44,6 +53,10 @@ class DeterminismUndone(Rule):
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
     ```
     """
 
@@ -56,6 +69,8 @@ class DeterminismUndone(Rule):
     needs_text = ("benchmark",)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
+        if not _trains(module, ctx):
+            return  # inference or evaluation only: its numbers are not a training run's
         settings = module.settings
         requests = [s for s in settings if s.name != "benchmark" and s.value is not False]
         benchmarks = [s for s in settings if s.name == "benchmark" and s.value is True]
@@ -84,6 +99,17 @@ class DeterminismUndone(Rule):
                 ctx.report(
                     self, benchmark.node, where=f"asked for before this function runs ({asked})"
                 )
+
+
+def _trains(module: F.ModuleFacts, ctx: Context) -> bool:
+    """Whether running this file trains, or a function it defines does."""
+    if E.LEARNS in ctx.project.effects(ctx.project.own(TOP_LEVEL)):
+        return True
+    return any(
+        E.LEARNS in ctx.project.effects(function.target)
+        for function in module.functions
+        if function.target is not None
+    )
 
 
 def _reset_later(benchmark: F.SettingFacts, settings: list[F.SettingFacts]) -> bool:
