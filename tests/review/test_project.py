@@ -618,3 +618,16 @@ def test_a_cuda_default_tensor_type_puts_plain_tensors_on_the_gpu() -> None:
         "torch.set_default_dtype(torch.float64)",
     )
     assert codes(unchanged, "TW701")
+
+
+def test_a_pickle_the_project_writes_itself_is_a_hint(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "prepare.py": "import dill\n\nwith open('vocab.pkl', 'wb') as f:\n    dill.dump(v, f)\n",
+            "train.py": "import dill\nimport pickle\n\nvocab = dill.load(open('vocab.pkl', 'rb'))\n"
+            "stats = pickle.load(open('stats.pkl', 'rb'))\n",
+        },
+    )
+    report = review_paths([root], ReviewSettings(select=("TW305",)), jobs=1)
+    assert {(f.line, f.severity.value) for f in report.findings} == {(4, "info"), (5, "warning")}

@@ -111,6 +111,10 @@ class ProjectView:
         """Every ``torch.load`` of the project, with the file it is in."""
         return []
 
+    def pickles_with(self) -> frozenset[str]:
+        """The libraries the project writes pickle files with (``pickle.dump``)."""
+        return frozenset()
+
     def written_for(self) -> frozenset[str]:
         """What the project's code shows of the library versions it is written
         for ("gym>=0.26"), from every file."""

@@ -585,6 +585,10 @@ class ProjectIndex:
         """Every ``torch.load`` of the project, with the file it is in."""
         return [(path, load) for path, summary in self.summaries.items() for load in summary.loads]
 
+    def pickles_with(self) -> frozenset[str]:
+        """The libraries any file of the project writes pickle files with."""
+        return frozenset(lib for s in self.summaries.values() for lib in s.pickles_with)
+
     def written_for(self) -> frozenset[str]:
         """What any file shows of the library versions the project is written for."""
         return frozenset(mark for s in self.summaries.values() for mark in s.written_for)

@@ -163,6 +163,8 @@ class ModuleSummary:
     #: What the code shows of the library versions it is written for, e.g.
     #: "gym>=0.26" where it unpacks ``env.step()`` into five values.
     written_for: list[str] = field(default_factory=list)
+    #: The libraries the file pickles files with ("pickle", "dill", "joblib").
+    pickles_with: list[str] = field(default_factory=list)
     parsed: bool = True
     #: A hash of the source it summarises: a summary is a function of its text.
     source_hash: str = ""
@@ -225,6 +227,7 @@ class ModuleSummary:
             entry_point=data["entry_point"],
             placed=[(str(item[0]), int(item[1])) for item in data["placed"]],
             written_for=list(data["written_for"]),
+            pickles_with=list(data["pickles_with"]),
             parsed=data["parsed"],
             source_hash=data["source_hash"],
         )

@@ -92,6 +92,12 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
     return fact
 
 
+#: Calls that write a pickle file, by the library that reads it back.
+_PICKLE_WRITERS = {
+    "pickle.dump": "pickle", "_pickle.dump": "pickle", "cPickle.dump": "pickle",
+    "dill.dump": "dill", "cloudpickle.dump": "cloudpickle", "joblib.dump": "joblib",
+    "pandas.to_pickle": "pandas",
+}  # fmt: skip
 #: Calls that run the function they are given (its first argument, or
 #: ``target=``): in new processes, or as the program's entry point.
 _SPAWNS = {
@@ -210,6 +216,9 @@ class Summarizer(Rule):
             self.summary.star_imports.append(module)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        library = _PICKLE_WRITERS.get(ctx.call_name(node) or "")
+        if library is not None and library not in self.summary.pickles_with:
+            self.summary.pickles_with.append(library)
         ref = call_ref(ctx, node)
         if ref is not None:
             self.call_facts[node] = CallFact(

@@ -295,6 +295,9 @@ class IndexView(ProjectView):
     def written_for(self) -> frozenset[str]:
         return self.index.written_for()
 
+    def pickles_with(self) -> frozenset[str]:
+        return self.index.pickles_with()
+
 
 def _requalify(origin: str, target: str, view: IndexView) -> str | None:
     """A name written in another file, made resolvable from this one: keep it

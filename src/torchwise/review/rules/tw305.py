@@ -17,7 +17,9 @@ from torchwise.review.rules._security import FILE_UNPICKLERS
 class PickleLoad(Rule):
     """## What it does
     Flags `pickle.load`, `pickle.Unpickler`, `dill.load`, `cloudpickle.load`,
-    `joblib.load` and `pandas.read_pickle`.
+    `joblib.load` and `pandas.read_pickle`: a warning, or a hint (`info`)
+    where the project writes pickle files with the same library itself (a
+    cache, its own vocabulary).
 
     ## Why is this bad?
     Unpickling a file runs the code the file names: a pickled checkpoint or
@@ -51,5 +53,22 @@ class PickleLoad(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
-        if qualname in FILE_UNPICKLERS:
-            ctx.report(self, node, callee=qualname)
+        if qualname not in FILE_UNPICKLERS:
+            return
+        library = qualname.split(".")[0].lstrip("_").replace("cPickle", "pickle")
+        if library in ctx.project.pickles_with():
+            message = (
+                "`{callee}` unpickles the file: it can run any code the file contains "
+                "(this project writes its own with `{library}`: a risk only for files "
+                "from elsewhere)"
+            )
+            ctx.report(
+                self,
+                node,
+                message=message,
+                severity=Severity.INFO,
+                callee=qualname,
+                library=library,
+            )
+            return
+        ctx.report(self, node, callee=qualname)
