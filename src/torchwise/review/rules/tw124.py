@@ -51,7 +51,7 @@ class ForwardCalledDirectly(Rule):
     code = "TW124"
     name = "forward-called-directly"
     family = "modules"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     impact = "results"
     message = "`{receiver}.forward(...)` skips the module's hooks: call `{receiver}(...)`"
     fix = Applicability.UNSAFE
