@@ -83,7 +83,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "tensor-created-without-device": ("TW206", "TW140", "TW701", "TW418"),
     "determinism-undone": ("TW608",),
     "unguarded-cuda": ("TW708", "TW204"),
-    "eval-mode": ("TW104", "TW105", "TW116"),
+    "eval-mode": ("TW104", "TW105", "TW116", "TW149"),
     "detach-missing": ("TW117",),
     "loss-target-grad": ("TW707", "TW419"),
     "seed-not-reaching-workers": ("TW607",),

@@ -624,7 +624,7 @@ def test_a_pickle_the_project_writes_itself_is_a_hint(tmp_path: Path) -> None:
     root = project(
         tmp_path,
         {
-            "prepare.py": "import dill\n\nwith open('vocab.pkl', 'wb') as f:\n    dill.dump(v, f)\n",
+            "prepare.py": "import dill\n\nwith open('v.pkl', 'wb') as f:\n    dill.dump(v, f)\n",
             "train.py": "import dill\nimport pickle\n\nvocab = dill.load(open('vocab.pkl', 'rb'))\n"
             "stats = pickle.load(open('stats.pkl', 'rb'))\n",
         },
