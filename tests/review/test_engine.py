@@ -132,7 +132,10 @@ def test_a_rule_that_needs_text_is_not_run_on_a_file_without_it() -> None:
     from torchwise.review.engine.walk import _rules_for
 
     enabled = frozenset({"TW145", "TW414"})
-    shouting = "import torch\nLR = 0.1\nopt = torch.optim.SGD(model.parameters())\n"
+    shouting = (
+        "import torch\nLR = 0.1\nmodel = torch.nn.Linear(2, 2)\n"
+        "opt = torch.optim.SGD(model.parameters())\n"
+    )
     assert [f.code for f in review_source(shouting, "train.py", ReviewSettings())] == ["TW145"]
     assert {rule.code for rule in _rules_for(shouting, enabled)} == {"TW145"}
     assert _rules_for("import torch\nx = torch.ones(2)\n", enabled) == []

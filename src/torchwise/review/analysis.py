@@ -69,6 +69,8 @@ def analyse_source(
     observer = PraiseObserver()
     findings = analyse_tree(tree, source, path, enabled, settings, view, (observer,))
     if broken is not None:
+        # Lines read as comments may have bound names: TW001 cannot tell here.
+        findings = [f for f in findings if f.code != "TW001"]
         findings.append(broken)
     suppressed_in_file = file_noqa or frozenset()
     line_noqa = line_suppressions(source.splitlines(keepends=True))

@@ -81,7 +81,9 @@ class RemovedApi(Rule):
     `torch._six`, `scipy.misc.imread`/`imresize` and the `np.float`/`np.int`
     aliases (not `np.bool`: NumPy 2 brought it back), `torch.FloatTensor(...,
     device=...)` (a CPU-only constructor) given a device that may not be the
-    CPU, and `Variable(x, device=...)` (`Variable` never took a device).
+    CPU, `Variable(x, device=...)` (`Variable` never took a device), and
+    `from_pretrained(load_in_4bit=..., quantization_config=...)` (transformers
+    4.38 refuses the two together).
 
     ## Why is this bad?
     Each raises `ImportError`, `AttributeError` or `TypeError` on the versions
@@ -187,6 +189,21 @@ class RemovedApi(Rule):
             qualname = ctx.call_name(node)
             if qualname in _REMOVED and not in_compat_code(ctx):
                 self._removed_name(node, qualname, ctx)  # `Scale(...)` imported by name
+            return
+        if func.attr == "from_pretrained" and keyword(node, "quantization_config") is not None:
+            flags = [
+                k.arg
+                for k in node.keywords
+                if k.arg in {"load_in_4bit", "load_in_8bit"}
+                and not (isinstance(k.value, ast.Constant) and not k.value.value)
+            ]
+            if flags:
+                what = (
+                    f"`from_pretrained({flags[0]}=..., quantization_config=...)` raises "
+                    "ValueError on transformers >= 4.38 (the two cannot be combined): set "
+                    f"`{flags[0]}` in the `BitsAndBytesConfig` only"
+                )
+                self._report(ctx, node, what)
             return
         if func.attr == "backward" and keyword(node, "retain_variables") is not None:
             item = keyword(node, "retain_variables")
