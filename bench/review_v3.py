@@ -87,6 +87,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "unguarded-cuda": ("TW708", "TW204"),
     "eval-mode": ("TW104", "TW105", "TW116", "TW149"),
     "detach-missing": ("TW117",),
+    "gradient-cut": ("TW125",),
     "loss-target-grad": ("TW707", "TW419"),
     "seed-not-reaching-workers": ("TW607",),
     "shape-broadcast": ("TW704",),

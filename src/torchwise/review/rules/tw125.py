@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
+from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._forward import NUMPY_BREAKERS, SCALARS, TensorNames, param_like
@@ -23,7 +24,9 @@ class NumpyInForward(TensorNames, Rule):
     Inside `forward` or a loss function, flags `.numpy()`, NumPy functions
     applied to tensors (`np.exp(x)`), and `.item()`/`.tolist()` whose Python
     number flows back into tensor math (`x * self.scale.item()`,
-    `torch.tensor(loss.item())`, `return loss.item()` from a loss).
+    `torch.tensor(loss.item())`, `return loss.item()` from a loss); and in
+    `forward`, `.data` of a submodule's output fed back into the computation
+    (`torch.cat((x, self.char_lstm(c).data))`): that submodule never trains.
 
     ## Why is this bad?
     Leaving torch cuts the autograd graph: gradients stop at that point (or
@@ -80,6 +83,27 @@ class NumpyInForward(TensorNames, Rule):
         elif func.attr in SCALARS and self._feeds_tensor_math(ctx, node, role):
             ctx.report(self, node, what=f"`.{func.attr}()`", where=where)
 
+    def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> None:
+        """``self.encoder(x).data`` fed back into ``forward``'s computation: the
+        submodule is cut off the graph and never trains."""
+        if node.attr != "data" or not isinstance(node.ctx, ast.Load):
+            return
+        if self.role != "forward" or ctx.in_no_grad:
+            return
+        value = ctx.value_of(node.value)
+        if value is None or value.kind != F.OUTPUT:
+            return
+        parts = sorted(name for name in value.through if name.startswith("self."))
+        if not parts or not _feeds_computation(ctx):
+            return
+        ctx.report(
+            self,
+            node,
+            message="`.data` of `{part}`'s output in `forward` cuts it from the graph: "
+            "`{part}` never receives a gradient; use the tensor itself",
+            part=parts[0],
+        )
+
     def _attached(self, ctx: Context, receiver: ast.expr) -> bool:
         """A graph-carrying tensor (a submodule output, a parameter) not detached
         on the way: ``.numpy()`` raises on it while gradients are enabled."""
@@ -104,3 +128,18 @@ class NumpyInForward(TensorNames, Rule):
             other = parent.right if parent.left is node else parent.left
             return self.is_tensor(ctx, other, inputs=True)
         return isinstance(parent, ast.Return) and role == "loss"
+
+
+def _feeds_computation(ctx: Context) -> bool:
+    """Whether the expression being visited is an operand of tensor math: in
+    ``torch.cat((a, b.data))``, ``a + b.data``, ``layer(b.data)``."""
+    parents = ctx.parents
+    parent = parents[-1] if parents else None
+    if isinstance(parent, (ast.List, ast.Tuple)) and len(parents) >= 2:
+        parent = parents[-2]
+    if isinstance(parent, ast.BinOp):
+        return True
+    if isinstance(parent, ast.Call):
+        name = ctx.call_name(parent) or ""
+        return name.startswith("torch.") or ctx.kind_of(parent.func) == F.MODULE
+    return False
