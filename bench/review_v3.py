@@ -91,7 +91,7 @@ RULES_FOR: dict[str, tuple[str, ...]] = {
     "loss-target-grad": ("TW707", "TW419"),
     "seed-not-reaching-workers": ("TW607",),
     "shape-broadcast": ("TW704",),
-    "shape-mismatch": ("TW704", "TW706", "TW709", "TW710", "TW711", "TW130"),
+    "shape-mismatch": ("TW704", "TW706", "TW709", "TW710", "TW711", "TW130", "TW713"),
     "reduced-index": ("TW706",),
     "grad-accumulation": ("TW101", "TW102", "TW119"),
     "graph-kept-alive": ("TW106",),

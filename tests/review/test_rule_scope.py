@@ -119,3 +119,28 @@ def test_rules_about_how_a_project_trains_skip_test_modules() -> None:
     settings = ReviewSettings(select=("TW106",))
     assert [f.line for f in review_source(source, "train.py", settings)] == [9]
     assert review_source(source, "tests/test_fit.py", settings) == []
+
+
+def _severities(source: str, code: str) -> list[tuple[int, str]]:
+    findings = review_source(source, "train.py", ReviewSettings(select=(code,)))
+    return [(f.line, f.severity.value) for f in findings if f.code == code]
+
+
+_TRAINS_AND_SAVES = (
+    "import torch\n"
+    "for epoch in range(3):\n"
+    "    for x in loader:\n"
+    "        opt.zero_grad()\n"
+    "        model(x).sum().backward()\n"
+    "        opt.step()\n"
+    "    torch.save({'epoch': epoch, 'model': model.state_dict()}, 'last.pt')\n"
+)
+
+
+def test_checkpoint_without_optimizer_is_a_hint_where_nothing_resumes() -> None:
+    assert _severities(_TRAINS_AND_SAVES, "TW603") == [(7, "info")]
+
+
+def test_checkpoint_without_optimizer_is_a_warning_where_the_project_loads_checkpoints() -> None:
+    resumes = "ckpt = torch.load('last.pt')\nmodel.load_state_dict(ckpt['model'])\n"
+    assert _severities(resumes + _TRAINS_AND_SAVES, "TW603") == [(9, "warning")]

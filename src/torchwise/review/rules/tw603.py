@@ -22,7 +22,8 @@ class CheckpointWithoutOptimizer(Rule):
     Flags `torch.save({...})` of a resumable checkpoint (a dict holding a
     model's `state_dict()`, in a file that trains or next to an `epoch`/`step`
     entry) that has no optimizer state, in a file that does not save the
-    optimizer's `state_dict()` on its own either.
+    optimizer's `state_dict()` on its own either. It is a hint (info) in a
+    project that never loads a checkpoint: nothing resumes from it yet.
 
     ## Why is this bad?
     Resuming from it restarts the optimizer from scratch: Adam's moment
@@ -83,6 +84,20 @@ class CheckpointWithoutOptimizer(Rule):
                 f"saved at line {candidates[0].line} has no optimizer state): it restarts fresh"
             )
             ctx.report(self, resume.node, message=message)
+            return
+        if not ctx.project.loads():
+            # Nothing in the project loads a checkpoint: the missing state only
+            # matters to whoever adds resuming later, a hint rather than a bug.
+            for save in candidates:
+                ctx.report(
+                    self,
+                    _line(ctx, save.line),
+                    message=(
+                        "checkpoint saves the model but not the optimizer: nothing here resumes "
+                        "from it yet, but a resume from it would restart the optimizer"
+                    ),
+                    severity=Severity.INFO,
+                )
             return
         for save in candidates:
             ctx.report(self, _line(ctx, save.line))
