@@ -162,4 +162,3 @@ def require_device(device: str) -> None:
         raise TorchwiseError(
             f"--device {device}: MPS is not available here", hint="use --device cpu"
         )
-

@@ -91,9 +91,9 @@ def _walk_dir(directory: Path, ignores: list[_IgnoreFile]) -> Iterator[Path]:
             continue
         if is_dir:
             yield from _walk_dir(path, active)
-        elif entry.name.endswith(SUFFIXES) and entry.is_file():
-            yield path
-        elif "." not in entry.name and entry.is_file() and _python_script(path):
+        elif entry.is_file() and (
+            entry.name.endswith(SUFFIXES) or ("." not in entry.name and _python_script(path))
+        ):
             yield path
 
 
