@@ -54,6 +54,7 @@ TRIPWIRES = {
 }
 
 NET = """\
+import torch
 import torch.nn as nn
 
 
@@ -64,6 +65,10 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc(x)
+
+
+def make_inputs():
+    return torch.randn(2, 4)
 """
 
 
@@ -93,6 +98,10 @@ BASE: dict[str, Base] = {
     "run": Base(("train.py",)),
     "server": Base(),
 }
+
+#: Options that stand in for another of the base invocation: their cases leave it out
+#: (``--inputs-from`` replaces ``--input``; both together are a conflict of their own).
+STANDS_FOR = {"--inputs-from": "--input"}
 
 #: What a path parameter is for, which decides the bad values it admits.
 PATH_ROLES: dict[str, str] = {
@@ -139,6 +148,13 @@ STRING_BAD: dict[str, list[tuple[str, list[str]]]] = {
     "--init-kwargs": [("malformed JSON", ["{bad"]), ("not a JSON object", ["[1]"])],
     "--build": [("a malformed expression", ["Net("])],
     "--batch-dim": _BEYOND_RANK,
+    "--inputs-from": [
+        ("not FILE.py:FN", ["net.py"]),
+        ("a missing file", ["nope.py:make_inputs"]),
+        ("a missing function", ["net.py:nope"]),
+        ("not a function", ["net.py:nn"]),
+        ("a function that returns no inputs", ["net.py:Net"]),  # a model, not its inputs
+    ],
     "inspect --scaling": [("a malformed size", ["x=abc"]), ("an unknown dim", ["nodim=2,4"])],
     "doctor --target-spec": [
         ("a malformed spec", ["f32["]),
@@ -176,14 +192,18 @@ STRING_BAD: dict[str, list[tuple[str, list[str]]]] = {
 }
 
 #: Combinations of valid values that contradict each other.
+_BOTH_INPUTS = ("--input and --inputs-from", ["--inputs-from", "net.py:make_inputs"])
 CONFLICTS: dict[str, list[tuple[str, list[str]]]] = {
+    "inspect": [_BOTH_INPUTS],
+    "doctor": [_BOTH_INPUTS],
+    "tune": [_BOTH_INPUTS],
     "review": [
         ("--stdin-filename without PATH -", ["--stdin-filename", "x.py"]),
         ("- with other paths", ["-", "--stdin-filename", "x.py"]),  # and train.py
         ("--quiet and --verbose", ["-q", "-v"]),
     ],
-    "doc": [("--write and --check", ["--write", "--check"])],
-    "tests": [("--check and --force", ["--check", "--force"])],
+    "doc": [("--write and --check", ["--write", "--check"]), _BOTH_INPUTS],
+    "tests": [("--check and --force", ["--check", "--force"]), _BOTH_INPUTS],
 }
 
 #: What an OSError's line says: "cannot read PATH: reason" / "cannot write PATH: reason".
@@ -308,6 +328,10 @@ def _without(options: tuple[str, ...], param: click.Parameter) -> list[str]:
     return kept
 
 
+def _option(command: click.Command, flag: str) -> click.Parameter:
+    return next(p for p in command.params if isinstance(p, click.Option) and flag in p.opts)
+
+
 def _cases() -> list[Case]:
     cases = []
     for name, command in _leaf_commands():
@@ -321,7 +345,10 @@ def _cases() -> list[Case]:
                     argv = [*value, *base.options]
                 else:
                     flag = max(param.opts, key=len)
-                    argv = [*base.positional, *_without(base.options, param), flag, *value]
+                    options = _without(base.options, param)
+                    if flag in STANDS_FOR:
+                        options = _without(tuple(options), _option(command, STANDS_FOR[flag]))
+                    argv = [*base.positional, *options, flag, *value]
                 cases.append(Case(name, tuple(argv), f"{name} {label}: {what}"))
         for what, words in CONFLICTS.get(name, []):
             argv = [*base.positional, *base.options, *words]
@@ -396,6 +423,17 @@ def test_the_valid_base_invocation_gets_to_work(command: str, project: Path) -> 
     case fails only for its bad value)."""
     base = BASE[command]
     result = invoke(command, (*base.positional, *base.options))
+    if not isinstance(result, ReachedWork):
+        assert result.exit_code in (0, 1), (result.exit_code, result.output)
+
+
+@pytest.mark.parametrize("command", ["inspect", "doc", "doctor", "tune"])
+def test_inputs_from_in_place_of_input_gets_to_work(command: str, project: Path) -> None:
+    """The control of the --inputs-from cases: a function that returns the inputs,
+    given instead of --input, passes validation."""
+    base, leaf = BASE[command], dict(_leaf_commands())[command]
+    options = _without(base.options, _option(leaf, STANDS_FOR["--inputs-from"]))
+    result = invoke(command, (*base.positional, *options, "--inputs-from", "net.py:make_inputs"))
     if not isinstance(result, ReachedWork):
         assert result.exit_code in (0, 1), (result.exit_code, result.output)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -417,6 +417,19 @@ def _materialise(
     return tensor.to(device)
 
 
+def check_dim_names(specs: Sequence[InputSpec], names: Iterable[str]) -> None:
+    """Raise when one of ``names`` is a dim no spec names: resizing it would do nothing,
+    so a typo must not pass silently."""
+    known = {n for s in specs for n in s.dim_names()}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise TorchwiseError(
+            f"no input has a dimension named {', '.join(unknown)}",
+            hint=f"named dims: {', '.join(sorted(known)) or 'none'}; name them in the spec, "
+            "e.g. 'i64[batch=2,seq=128]'",
+        )
+
+
 def make_inputs(
     specs: Sequence[InputSpec],
     *,
@@ -436,14 +449,7 @@ def make_inputs(
     import torch
 
     sizes = dict(sizes or {})
-    known = {n for s in specs for n in s.dim_names()}
-    unknown = sorted(set(sizes) - known)
-    if unknown:
-        raise TorchwiseError(
-            f"no input has a dimension named {', '.join(unknown)}",
-            hint=f"named dims: {', '.join(sorted(known)) or 'none'}; name them in the spec, "
-            "e.g. 'i64[batch=2,seq=128]'",
-        )
+    check_dim_names(specs, sizes)
     dev = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     args: list[Any] = []

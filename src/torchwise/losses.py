@@ -83,6 +83,15 @@ def _load_custom(spec: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tens
     return fn  # type: ignore[no-any-return]
 
 
+def check_loss(loss: str) -> None:
+    """Raise now if ``loss`` names no loss: one of :data:`LOSS_NAMES` or a
+    ``module:function`` that imports and is callable. Every front end calls it before
+    the model runs, so a typo costs nothing (``choose_loss`` would find it only after a
+    forward)."""
+    if loss not in LOSS_NAMES:
+        _load_custom(loss)
+
+
 def choose_loss(
     output: torch.Tensor,
     loss: str = "auto",

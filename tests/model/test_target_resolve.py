@@ -163,3 +163,26 @@ def test_forward_signature_is_named_when_inputs_are_missing(models_file: Path) -
 def test_huge_zoo_model_refused_off_meta() -> None:
     with pytest.raises(TorchwiseError, match="meta device"):
         resolve_target("zoo:llama-70b", device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("graphs.py", "is not 'file.py:function'"),
+        ("nope.py:make", "no file nope.py"),
+        ("graphs.py:nope", "graphs.py has no 'nope'"),
+        ("graphs.py:SIZE", r"SIZE is not a function \(it is int\)"),
+    ],
+)
+def test_inputs_from_is_found_before_the_model_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ref: str, message: str
+) -> None:
+    """A typo in --inputs-from costs no build: the constructor never runs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "graphs.py").write_text("SIZE = 3\n")
+    (tmp_path / "model.py").write_text(
+        "from torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        raise RuntimeError('built')\n"
+    )
+    with pytest.raises(TorchwiseError, match=message):
+        resolve_target("model.py:Net", inputs_from=ref)

@@ -174,9 +174,30 @@ def test_a_model_that_fails_a_test_now_gets_it_left_out_and_a_warning(project: P
     assert any("test_eval_is_deterministic would fail" in w for w in result.warnings)
 
 
-def test_unknown_check_ids_are_refused(project: Path) -> None:
-    with pytest.raises(TorchwiseError, match="unknown check id"):
-        write_tests(str(project / "net.py:Net"), inputs=[NET_INPUT], checks=["grad-flwo"])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"checks": ["grad-flwo"]}, "unknown check id"),
+        ({"loss": "bogus"}, "is not one of auto, ce, mse, bce"),
+        ({"causal_dim": 5}, "--causal 5 is beyond the inputs' dims"),
+        ({"output": "net.py/test_net.py"}, "cannot write net.py/test_net.py"),
+    ],
+)
+def test_bad_options_are_refused_before_the_work_is_announced(
+    project: Path, monkeypatch: pytest.MonkeyPatch, options: dict, message: str
+) -> None:
+    monkeypatch.chdir(project)
+    announced: list[str] = []
+    with pytest.raises(TorchwiseError, match=message):
+        write_tests("net.py:Net", inputs=[NET_INPUT], on_start=announced.append, **options)
+    assert announced == []
+
+
+def test_the_work_is_announced_once_the_options_fit(project: Path) -> None:
+    announced: list[str] = []
+    write_tests(str(project / "net.py:Net"), inputs=[NET_INPUT], checks=ONE_CHECK,
+                on_start=announced.append)  # fmt: skip
+    assert len(announced) == 1 and announced[0].startswith("measuring ")
 
 
 def test_a_forward_that_raises_names_the_users_line(project: Path) -> None:
@@ -200,6 +221,7 @@ def test_tests_is_listed_and_documents_itself() -> None:
     [
         (["--check"], "--check needs -o/--output"),
         (["--build-on", "meta"], "--build-on meta does not apply"),
+        (["--batch-dim", "none"], "--batch-dim none is not supported by tests yet"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(

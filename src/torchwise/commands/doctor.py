@@ -90,17 +90,18 @@ def doctor(
     from torchwise.doctor.batch import doctor_batch
     from torchwise.doctor.context import reseed_all
     from torchwise.doctor.options import Options
+    from torchwise.doctor.preflight import validate_options
     from torchwise.doctor.report import CheckResult, line_for
     from torchwise.errors import ExitCode
+    from torchwise.losses import check_loss
     from torchwise.target import make_inputs, parse_input_spec
 
     require_device(device)
     selected = select(check_ids.split(",")) if check_ids else None
     spec = parse_input_spec(target_spec) if target_spec else None
+    check_loss(loss)
     reseed_all(seed)  # the model's initial weights come from --seed too
     resolved = target.resolve(device=device)
-    for note in resolved.notes:
-        console.note(f"note: {note}")
     args, kwargs = doctor_batch(resolved, inputs_given=bool(target.inputs), device=device,
                                 seed=seed)  # fmt: skip
     labels = None
@@ -115,6 +116,9 @@ def doctor(
         overfit_lr=overfit_lr,
         seed=seed,
     )
+    validate_options(options, args, kwargs)  # before any note: an error is the one line
+    for note in resolved.notes:
+        console.note(f"note: {note}")
     total = len(selected) if selected else len(CHECKS)
     # On a terminal the report follows on the same screen: show each finished check in
     # the bar only, so the table is printed once.

@@ -70,7 +70,7 @@ def inspect(
     """
     from torchwise.deps import require_device
     from torchwise.model.report import render, render_scaling
-    from torchwise.model.scaling import parse_scaling
+    from torchwise.model.scaling import check_scaling, parse_scaling
     from torchwise.model.scaling import scaling as run_scaling
     from torchwise.model.summary import summarize
 
@@ -81,6 +81,8 @@ def inspect(
     with contextlib.redirect_stdout(sys.stderr):
         # Zoo models are built directly on the inspection device: meta costs no memory.
         resolved = target.resolve(device=device)
+        if dimension is not None:
+            check_scaling(resolved, dimension[0])
         for note in resolved.notes:
             console.note(f"note: {note}")
         if dimension is not None:

@@ -86,11 +86,15 @@ def tests(
             "--inputs-from is not supported by tests yet: the generated file builds its inputs "
             "from specs; describe them with --input"
         )
+    if target.no_batch:
+        raise click.UsageError(
+            "--batch-dim none is not supported by tests yet: the generated shape and doctor "
+            "tests need a batch dim"
+        )
     if check and output is None:
         raise click.UsageError("--check needs -o/--output, the file to compare with")
     if check and force:
         raise click.UsageError("--check writes nothing; drop --force")
-    console.note(f"measuring {target.text} and running its tests once before writing them...")
     result = write_tests(
         target.text,
         inputs=target.inputs,
@@ -104,6 +108,7 @@ def tests(
         checks=check_ids.split(",") if check_ids else None,
         causal_dim=causal_dim,
         loss=loss,
+        on_start=console.note,
     )
     for warning in result.warnings:
         console.warn(warning)

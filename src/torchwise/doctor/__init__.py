@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torchwise.doctor.api import DoctorError, DoctorInterrupted, assert_healthy, check
+    from torchwise.doctor.api import DoctorError, DoctorInterrupted, assert_healthy, check, select
     from torchwise.doctor.batch import (
         DOCTOR_SIZES,
         at_doctor_sizes,
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from torchwise.doctor.context import reseed_all as seed_all
     from torchwise.doctor.options import Options
+    from torchwise.doctor.preflight import validate_options
     from torchwise.doctor.registry import CHECK_IDS, CHECKS
     from torchwise.doctor.report import CheckResult, Report, Status
 
@@ -46,6 +47,8 @@ __all__ = [
     "doctor_batch",
     "doctor_inputs",
     "seed_all",
+    "select",
+    "validate_options",
 ]
 
 _HOMES = {
@@ -64,6 +67,8 @@ _HOMES = {
     "Status": "report",
     "assert_healthy": "api",
     "check": "api",
+    "select": "api",
+    "validate_options": "preflight",
 }
 
 

@@ -22,6 +22,7 @@ from torchwise.doctor.checks.base import Run, Verdict, Why
 from torchwise.doctor.context import Context, normalize_inputs
 from torchwise.doctor.facts import Facts
 from torchwise.doctor.options import Options, options_from
+from torchwise.doctor.preflight import validate_options
 from torchwise.doctor.report import CheckResult, Report, Status
 from torchwise.doctor.state import Snapshot
 from torchwise.doctor.tensors import tensors_in
@@ -90,6 +91,7 @@ def check(
         requested.add("causal-leak")
     args, kw = normalize_inputs(inputs)
     kw = {**kw, **(kwargs or {})}
+    validate_options(opts, args, kw)  # a bad option costs nothing and is no verdict
     label = name or type(model).__name__
     start = time.perf_counter()
     results: list[CheckResult] = []

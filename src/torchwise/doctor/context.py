@@ -32,6 +32,7 @@ from torch import nn
 
 from torchwise.doctor.options import Options
 from torchwise.doctor.outputs import auto_loss, is_pairwise, primary_output, returned_loss
+from torchwise.doctor.preflight import batched_input
 from torchwise.doctor.tensors import map_tensors, tensors_in
 from torchwise.doctor.trace import module_in_traceback
 from torchwise.errors import TorchwiseError, UserCodeError
@@ -124,23 +125,16 @@ class Context:
         if _takes_use_cache(model, params) and "use_cache" not in self.kwargs:
             self.kwargs["use_cache"] = False
             self.notes.append("called with use_cache=False: the KV cache is an inference output")
+        # check() has validated the options against the batch (doctor.preflight)
         tensors = tensors_in((args, kwargs))
-        if not tensors:
-            raise TorchwiseError("doctor needs at least one input tensor")
         self.device = tensors[0].device
         #: the inputs' batch dim and size; both None with ``batch_dim=None`` (one example)
         self.batch_dim: int | None = options.batch_dim
         self.batch_size: int | None = None
-        if self.batch_dim is not None:
-            found = [t for t in tensors if t.ndim > self.batch_dim]
-            if not found:
-                raise TorchwiseError(
-                    f"doctor needs an input tensor with a batch dim (dim {self.batch_dim})",
-                    hint="pass --batch-dim N when the batch is not dim 0, or --batch-dim none "
-                    "when the inputs are one example (a graph)",
-                )
-            self.batch_size = int(found[0].shape[self.batch_dim])
-            self.device = found[0].device
+        batched = batched_input(tensors, self.batch_dim)
+        if batched is not None and self.batch_dim is not None:
+            self.batch_size = int(batched.shape[self.batch_dim])
+            self.device = batched.device
         self.names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
         #: plain tensor attributes before doctor's first forward: any other one that
         #: shows up later is a cache forward keeps on the module
@@ -156,7 +150,6 @@ class Context:
         self.loss_kwargs: dict[str, Any] = {}
         #: the forward parameter the labels go to when the model computes its own loss
         self.labels_arg: str | None = None
-        self._check_causal_dim(tensors)
         self.reseed()
         with torch.no_grad():
             probe = primary_output(self.call(train=False, doing=f"forward of {self.name}"))
@@ -180,25 +173,16 @@ class Context:
 
     # -- setting up --------------------------------------------------------------
 
-    def _check_causal_dim(self, tensors: list[torch.Tensor]) -> None:
-        dim = self.options.causal_dim
-        if dim is not None and not any(t.ndim > dim for t in tensors):
-            ranks = ", ".join(f"{list(t.shape)}" for t in tensors[:4])
-            raise TorchwiseError(
-                f"--causal {dim} is beyond the inputs' dims (inputs {ranks}): no input has a "
-                f"dim {dim} to be causal along",
-                hint="give the time dim: 1 for (batch, seq) tokens, 0 for time-first inputs",
-            )
-
     def _check_target(self, probe: torch.Tensor) -> None:
         """The user's labels must fit the output before any check blames the model."""
         labels = self.loss.target
         out_batch = self._output_batch_dim(probe)
+        # the labels' batch leads, or sits where the output's does (time-first (T, B))
         if (
             out_batch is not None
-            and labels.ndim > 0
+            and 0 < labels.ndim <= probe.ndim
             and labels.shape[0] != probe.shape[out_batch]
-            and labels.ndim <= probe.ndim
+            and not (labels.ndim > out_batch and labels.shape[out_batch] == probe.shape[out_batch])
         ):
             raise TorchwiseError(
                 f"--target-spec {list(labels.shape)}: its batch ({labels.shape[0]}) differs from "

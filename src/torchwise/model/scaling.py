@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchwise.errors import TorchwiseError
+from torchwise.inputs import check_dim_names
 from torchwise.model.summary import SCHEMA_VERSION, summarize
 from torchwise.target import InputSpec, ResolvedTarget, make_inputs, resolve_target
 
@@ -67,6 +68,14 @@ def parse_scaling(text: str) -> tuple[str, list[int]]:
     return name.strip(), sorted(set(sizes))
 
 
+def check_scaling(target: ResolvedTarget, dimension: str) -> None:
+    """Raise now when no input spec of ``target`` names ``dimension``: called before
+    the first measurement, so a typo costs nothing."""
+    if not target.input_specs:
+        raise TorchwiseError("--scaling needs input specs with a named dimension")
+    check_dim_names(target.input_specs, [dimension])
+
+
 def fit_exponent(sizes: Sequence[int], values: Sequence[int]) -> float | None:
     """Least-squares slope of log(value) against log(size); None if a value is 0."""
     if len(sizes) < 2 or min(values) <= 0:
@@ -94,9 +103,8 @@ def scaling(
     """
     if isinstance(target, str):
         target = resolve_target(target, device=device)
+    check_scaling(target, dimension)
     specs: list[InputSpec] = target.input_specs
-    if not specs:
-        raise TorchwiseError("--scaling needs input specs with a named dimension")
     points = []
     for size in sizes:
         args, kwargs = make_inputs(specs, device=device, sizes={dimension: size})

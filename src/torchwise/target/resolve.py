@@ -147,13 +147,16 @@ def resolve_target(
     if batch_dim is None and entry.get("batch-dim") is not None:
         batch_dim = int(entry["batch-dim"])
     recipe = recipe_for(target, loading.parse_init_kwargs(kwargs_obj), build)
-    result, built_on, notes = _construct(recipe, target, build_on, device)
-    model, example_specs, example = _split_example(result, recipe.label)
-    returns_example = example_specs is not None
+    factory = None
     if inputs_from is not None:
         if specs:
             raise TorchwiseError("give the inputs with --input or with --inputs-from, not both")
-        example_specs, example = _inputs_from(inputs_from)
+        factory = _input_factory(inputs_from)  # a typo costs no model build
+    result, built_on, notes = _construct(recipe, target, build_on, device)
+    model, example_specs, example = _split_example(result, recipe.label)
+    returns_example = example_specs is not None
+    if factory is not None:
+        example_specs, example = _inputs_from(factory)
     if not specs:
         if example_specs is not None:
             specs = example_specs
@@ -339,21 +342,50 @@ def _split_example(value: Any, label: str) -> tuple[Any, list[InputSpec] | None,
 # -- inputs ----------------------------------------------------------------------
 
 
-def _inputs_from(ref: str) -> tuple[list[InputSpec], tuple[Any, Any]]:
-    """Call the ``file.py:function`` that makes the inputs; (their specs, (args, kwargs))."""
-    import torch
+@dataclass(frozen=True)
+class _InputFactory:
+    """``--inputs-from``'s function, found (not yet called)."""
 
+    ref: str
+    function: Any
+    path: Path | None
+
+
+def _input_factory(ref: str) -> _InputFactory:
+    """Find the ``file.py:function`` (or ``package.module:function``) that makes the inputs."""
     module_ref, _, attr = ref.rpartition(":")
     if not module_ref or not attr:
         raise TorchwiseError(
-            f"--inputs-from {ref!r} is not 'file.py:function' or 'package.module:function'"
+            f"--inputs-from {ref!r} is not 'file.py:function' or 'package.module:function'",
+            hint="e.g. --inputs-from graphs.py:make_inputs (a function with no arguments)",
         )
+    if is_path(module_ref) and not Path(module_ref).is_file():
+        raise TorchwiseError(f"--inputs-from {ref}: no file {module_ref}")
     module, path = loading.load_module(module_ref)
-    function = loading.lookup(module, module_ref, attr)
+    function: Any = module
+    for part in attr.split("."):
+        if not hasattr(function, part):
+            raise TorchwiseError(
+                f"--inputs-from {ref}: {module_ref} has no {attr!r}",
+                hint="name a function with no arguments that returns forward's inputs",
+            )
+        function = getattr(function, part)
     if not callable(function):
-        raise TorchwiseError(f"--inputs-from {ref}: {attr} is not a function")
-    with loading.run_user_code(module_ref, f"calling {attr}() for the inputs", path):
-        value = function()
+        raise TorchwiseError(
+            f"--inputs-from {ref}: {attr} is not a function (it is {type(function).__name__})",
+            hint="name a function with no arguments that returns forward's inputs",
+        )
+    return _InputFactory(ref, function, path)
+
+
+def _inputs_from(factory: _InputFactory) -> tuple[list[InputSpec], tuple[Any, Any]]:
+    """Call the function that makes the inputs; (their specs, (args, kwargs))."""
+    import torch
+
+    ref = factory.ref
+    attr = ref.rpartition(":")[2]
+    with loading.run_user_code(ref, f"calling {attr}() for the inputs", factory.path):
+        value = factory.function()
     if isinstance(value, torch.Tensor):
         args: tuple[Any, ...] = (value,)
         kwargs: dict[str, Any] = {}

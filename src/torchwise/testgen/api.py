@@ -13,10 +13,11 @@ import difflib
 import os
 import sysconfig
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torchwise.console import check_writable
 from torchwise.deps import require_torch
 from torchwise.errors import OutputError, TorchwiseError
 from torchwise.testgen.generate import Request, generate
@@ -37,6 +38,7 @@ def write_tests(
     checks: Sequence[str] | None = None,
     causal_dim: int | None = None,
     loss: str = "auto",
+    on_start: Callable[[str], None] | None = None,
 ) -> GeneratedTests:
     """Generate a pytest module for ``target``'s model (a target as every model command
     takes it: ``model.py:Net``, ``hf:GPT2LMHeadModel``, a configured name, ...).
@@ -49,15 +51,27 @@ def write_tests(
     ``"missing"``. ``checks`` limits the doctor checks considered; ``causal_dim`` says
     the model is causal along that input dim (measured when not given); ``loss`` is
     doctor's loss. The result lists every test and check with why it is in or out.
+
+    Every argument is checked before any work, the ones that need the model (a causal
+    dim beyond the inputs' rank) as soon as it is built; ``on_start`` then gets one
+    line saying what the work is, so a front end announces it only for valid input.
     """
     require_torch("torchwise tests")
+    from torchwise.doctor import select
+    from torchwise.losses import check_loss
+
     if check and output is None:
         raise TorchwiseError("check compares with a file: give the output path to compare with")
     if batch_dim is not None and batch_dim < 0:
         raise TorchwiseError(f"batch_dim must be 0 or more, not {batch_dim}")
+    if checks is not None:
+        select(checks)
+    check_loss(loss)
     out_path = Path(output) if output is not None else None
     if out_path is not None:
         _refuse_unsafe(out_path, replacing=not check and not force)
+        if not check:
+            check_writable(out_path)  # before the measuring, not after it
     request = Request(
         target=target,
         inputs=tuple(inputs),
@@ -69,7 +83,7 @@ def write_tests(
         causal_dim=causal_dim,
         loss=loss,
     )
-    result = generate(request, out_path)
+    result = generate(request, out_path, on_start=on_start)
     if out_path is None:
         return result
     if check:

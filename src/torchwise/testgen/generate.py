@@ -26,7 +26,7 @@ import re
 import sys
 import time
 import tokenize
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,9 +88,16 @@ class _Found:
     seconds: float = 0.0
 
 
-def generate(request: Request, output: Path | None = None) -> GeneratedTests:
+def generate(
+    request: Request,
+    output: Path | None = None,
+    *,
+    on_start: Callable[[str], None] | None = None,
+) -> GeneratedTests:
     """The test module for ``request``'s model, meant to live at ``output`` (default:
-    ``<tests dir>/test_<model>.py``). Writes nothing."""
+    ``<tests dir>/test_<model>.py``). Writes nothing. ``on_start`` hears what the work
+    is once the target is built and the options fit its inputs."""
+    from torchwise.doctor import Options, validate_options
     from torchwise.target import resolve_target
 
     rt = resolve_target(
@@ -104,6 +111,11 @@ def generate(request: Request, output: Path | None = None) -> GeneratedTests:
     )
     if rt.build is None:
         raise TorchwiseError(f"torchwise does not know how to rebuild {rt.name} in a test file")
+    if request.causal_dim is not None:  # the one doctor option that needs the inputs' rank
+        causal = Options(loss=request.loss, causal_dim=request.causal_dim, batch_dim=None)
+        validate_options(causal, rt.args, rt.kwargs)
+    if on_start is not None:
+        on_start(f"measuring {request.target} and running its tests once before writing them...")
     title = (rt.cls or type(rt.model)).__name__
     root = _project_root(request, rt, output)
     path = output.resolve() if output is not None else None

@@ -62,8 +62,10 @@ class Budgets:
 
 def validate_options(options: TuneOptions) -> None:
     """Every option checked before anything is measured (one clear error each)."""
+    from torchwise.losses import check_loss
     from torchwise.tune.knobs import known_knob
 
+    check_loss(options.loss)
     for what, ids in (("--knobs", options.knobs or ()), ("--skip", options.skip)):
         unknown = [i for i in ids if not known_knob(i)]
         if unknown:
