@@ -8,7 +8,8 @@ Nothing here imports torchwise's step: it is the independent reference that
 tune's picks and correctness verdicts are judged against.
 
 A combination "trains correctly" when its losses over the warm-up and timed steps
-stay finite and within ``TRAINS_TOLERANCE`` of the fp32 baseline's (relative),
+stay finite and its last is within ``TRAINS_TOLERANCE`` of the fp32 baseline's
+last, relative to the baseline's first (:func:`judge_training`),
 which every knob here should: they change precision, layout or kernels, not the
 update.
 """
@@ -244,18 +245,23 @@ def measure(
 
 
 def judge_training(rows: list[Measured]) -> None:
-    """Each row's ``trains``: finite losses within TRAINS_TOLERANCE of the baseline's."""
+    """Each row's ``trains``: finite losses whose last one is within TRAINS_TOLERANCE of
+    the baseline's last, relative to the baseline's largest loss (its first).
+
+    Relative to the losses' starting size, not to the last loss: a model that
+    overfits the one batch ends near 0 (ResNet-50 on an H200: 0.0137), where
+    0.0126 against 0.0137 is 8% of a loss that no longer means anything, and the
+    first version called pinned memory "not training". Only the last loss: fp16's
+    GradScaler skips its first steps while it calibrates the scale, so fp16's
+    early losses stay where they started."""
     base = next((r for r in rows if not r.combo and r.losses), None)
     for row in rows:
         if not row.losses or base is None:
             row.trains = None if row.error is None else False
             continue
+        scale = max(abs(v) for v in base.losses) or 1.0
         finite = all(math.isfinite(v) for v in row.losses)
-        close = all(
-            abs(a - b) <= TRAINS_TOLERANCE * max(abs(b), 1e-6)
-            for a, b in zip(row.losses, base.losses, strict=False)
-        )
-        row.trains = finite and close
+        row.trains = finite and abs(row.losses[-1] - base.losses[-1]) <= TRAINS_TOLERANCE * scale
 
 
 def retime(

@@ -204,6 +204,13 @@ def test_determinism() -> None:
     assert status(judge(DeterminismM(0, 1e-8, 0.0, **kernels))) is PASS  # reordered sums
     assert status(judge(DeterminismM(0, 1e-2, 0.0, **kernels))) is WARN
     assert status(judge(DeterminismM(0, 1.0, 1.0))) is FAIL  # unseeded
+    # Not reproducible even in deterministic mode, but within kernel rounding: the
+    # CUDA case where cuBLAS's workspace setting came too late (H200, healthy timm).
+    noise = {"kernel_tolerance": 1e-3, "scale": 4.0, "grad_scale": 0.5, "device": "cuda"}
+    assert status(judge(DeterminismM(0, 0.0, 2.98e-8, **noise))) is PASS
+    assert status(judge(DeterminismM(0, 0.0, 0.05, **noise))) is FAIL  # 10% of the gradients
+    assert status(judge(DeterminismM(0, 0.002, 0.0, **noise))) is PASS  # 0.05% of 4.0
+    assert status(judge(DeterminismM(0, 0.4, 0.0, **noise))) is FAIL
 
 
 def _step(output: torch.Tensor, loss: float) -> StepResult:

@@ -13,7 +13,7 @@ from conftest import TinyCNN, TinyMLP, workload
 from torch import nn
 
 from torchwise.numerics import BF16, FP16, TF32, Band, Rounded, band, deviation, round_mantissa
-from torchwise.tune.oracle import HARM, MARGIN, NoDropout, Oracle
+from torchwise.tune.oracle import HARM, MARGIN, NoDropout, Oracle, harmful
 from torchwise.tune.step import StepSettings, TrainingStep, Workload
 
 
@@ -186,6 +186,19 @@ def test_a_model_bf16_cannot_train_is_incorrect_under_bf16_even_inside_the_band(
     assert not result.ok and "bf16 moves this model's losses" in (result.problem or "")
     # fp32 knobs on the same model are fine: the harm is bf16's
     assert oracle.judge(TrainingStep(wl, StepSettings(optimizer_impl="foreach"))).ok
+    # A knob added on top of an accepted bf16 is not judged again for bf16's harm.
+    on_top = TrainingStep(wl, StepSettings(autocast="bf16", optimizer_impl="foreach"))
+    assert "bf16 moves" not in (oracle.judge(on_top, precision_accepted=True).problem or "")
+
+
+def test_harm_is_calibrated_against_fp32s_own_noise() -> None:
+    baseline = [13.3, 11.9, 9.89]
+    # bf16 moved the losses by 12%: harmful where fp32 reordered moves them by 0.1% ...
+    assert harmful(1.18, baseline, [13.3, 11.89, 9.88])
+    # ... not where fp32 alone moves them by 6% (a chaotic trajectory, GPT-2 on an H200)
+    assert not harmful(1.18, baseline, [13.3, 11.5, 10.51])
+    # and never below 5% of the losses' size
+    assert not harmful(0.4, baseline, baseline)
 
 
 class RandomByHand(nn.Module):

@@ -17,10 +17,18 @@ import torch
 from torchwise.tune.arms import THREAD_SWITCH_SETTLE_S, steps_per_loader_sample
 from torchwise.tune.knobs import Facts, Knob, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSettings
-from torchwise.tune.search import Search, SearchConfig, stage_share
-from torchwise.tune.session import Arm, SessionConfig, SessionResult, first_round, run_session
-from torchwise.tune.stats import Verdict
+from torchwise.tune.search import Search, SearchConfig, SearchState, stage_share
+from torchwise.tune.session import (
+    Arm,
+    ArmResult,
+    SessionConfig,
+    SessionResult,
+    first_round,
+    run_session,
+)
+from torchwise.tune.stats import Comparison, Verdict
 from torchwise.tune.step import StepSettings, Workload
+from torchwise.tune.trials import Stage, Trial
 
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import FakeClock, NoisyMachine
@@ -725,3 +733,25 @@ def test_compile_is_measured_last_on_top_of_what_was_accepted(cnn_workload: Work
     assert compile_trial.stage == len(result.stages)  # the last stage, alone
     assert set(compile_trial.on_top_of) == {t.knob.id for t in result.accepted}
     assert all("compile" not in c for c in calls)
+
+
+def _winner(knob: Knob, ratio: float, low: float, high: float) -> Trial:
+    comparison = Comparison(
+        rounds=11, ratio=ratio, ci_low=low, ci_high=high, confidence=0.99, p_value=1e-4,
+        min_effect=0.05, verdict=Verdict.FASTER, settled=True, reason="faster",
+    )  # fmt: skip
+    return Trial(knob, 1, (), result=ArmResult(knob.id, comparison=comparison))
+
+
+def test_a_tie_the_noise_decides_goes_to_the_knob_that_constrains_less() -> None:
+    bf16 = Knob("bf16-autocast", "bf16", "precision", {"autocast": "bf16"})
+    fp16 = Knob("fp16-autocast", "fp16", "precision", {"autocast": "fp16", "grad_scaler": True})
+    state = SearchState(pending=[bf16, fp16])
+    # GPT-2 on an H200: fp16 2.80x, bf16 2.75x, intervals overlapping: bf16 (no GradScaler)
+    tie = Stage(1, (), None, [_winner(fp16, 0.357, 0.32, 0.39), _winner(bf16, 0.364, 0.31, 0.42)])
+    best = state.best_of(tie)
+    assert best is not None and best.knob is bf16
+    # A clear gap is not a tie: the faster knob wins whatever it constrains.
+    gap = Stage(1, (), None, [_winner(fp16, 0.30, 0.28, 0.32), _winner(bf16, 0.40, 0.37, 0.43)])
+    best = state.best_of(gap)
+    assert best is not None and best.knob is fp16

@@ -52,7 +52,7 @@ from torchwise.tune.arms import (
 )
 from torchwise.tune.graphs import NotApplicable
 from torchwise.tune.knobs import SPEED, Knob
-from torchwise.tune.oracle import Oracle
+from torchwise.tune.oracle import Oracle, precision_of
 from torchwise.tune.session import SessionConfig, SessionResult, first_round, run_session
 from torchwise.tune.step import StepSettings, TrainingStep, Workload, time_limit
 from torchwise.tune.trials import Diluted, SearchResult, Stage, Trial, saving_bound
@@ -84,6 +84,20 @@ def settings_for(knobs: Sequence[Knob]) -> StepSettings:
     for knob in knobs:
         settings = settings.merged(**knob.changes)
     return settings
+
+
+def constraints(knob: Knob) -> int:
+    """How many later knobs the knob rules out: a GradScaler rules out CUDA graphs."""
+    return int(bool(knob.changes.get("grad_scaler")))
+
+
+def _ratio(trial: Trial) -> float:
+    return trial.comparison.ratio if trial.comparison is not None else 1.0
+
+
+def _holds(trial: Trial, ratio: float) -> bool:
+    c = trial.comparison
+    return c is not None and c.ci_low <= ratio <= c.ci_high
 
 
 def _one_line(exc: BaseException) -> str:
@@ -177,8 +191,19 @@ class SearchState:
                     self.settled[trial.knob.id] = trial.knob
 
     def best_of(self, stage: Stage) -> Trial | None:
+        """The stage's fastest winner; among the winners whose interval holds its ratio
+        (a tie the noise decides), the one that constrains the step least.
+
+        bf16 and fp16 autocast are such a tie on a GPU with bf16 tensor cores (GPT-2
+        on an H200: 2.75x and 2.80x, intervals overlapping), and fp16's GradScaler
+        reads back to the host every step, which rules out a CUDA graph on top: bf16
+        with a graph was 1.44x faster than the fp16 the noise had picked."""
         winners = [t for t in stage.trials if t.knob.kind == SPEED and t.faster]
-        return min(winners, key=lambda t: t.comparison.ratio if t.comparison else 1.0, default=None)
+        if not winners:
+            return None
+        fastest = min(winners, key=_ratio)
+        ties = [t for t in winners if _holds(t, _ratio(fastest))]
+        return min(ties, key=lambda t: (constraints(t.knob), _ratio(t)))
 
     def accept(self, trial: Trial) -> None:
         trial.accepted = True
@@ -239,7 +264,12 @@ class Search:
             budget = self.config.compile_budget_s if settings.compile else None
             started = time.perf_counter()
             with time_limit(budget, "torch.compile's first step"):
-                trial.check = self.oracle.judge(step, steps=knob.check_steps)
+                trial.check = self.oracle.judge(
+                    step,
+                    steps=knob.check_steps,
+                    precision_accepted=precision_of(settings_for(incumbent))
+                    is precision_of(settings),
+                )
             trial.first_step_s = time.perf_counter() - started
         except NotApplicable as exc:
             trial.not_applicable = exc.message
