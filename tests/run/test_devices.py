@@ -18,6 +18,9 @@ from torch.utils.data import DataLoader, TensorDataset
 assert torch.cuda.is_available() and torch.cuda.device_count() == 1
 device = torch.device("cuda")
 print(torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).total_memory)
+# what torch 2.11's Adam asks before each step (it crashed the simulation there)
+assert not torch.cuda.is_current_stream_capturing()
+assert not torch.cuda.graphs.is_current_stream_capturing()
 data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 4, (64,)))
 loader = DataLoader(data, batch_size=8, shuffle=True, pin_memory=True)
 model = nn.Sequential(

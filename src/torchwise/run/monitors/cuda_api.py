@@ -153,11 +153,15 @@ class SimulatedCuda:
             "current_stream": lambda device=None: stream,
             "default_stream": lambda device=None: stream,
             "stream": lambda s=None: contextlib.nullcontext(s),
+            # torch's optimizers ask before each step (2.11's Adam and AdamW do, and
+            # raised "CUDA driver version is insufficient" on a host without one)
+            "is_current_stream_capturing": lambda: False,
             "device": _context,
             "device_of": _context,
         }
         for name, value in constants.items():
             self.patches.setattr(cuda, name, value)
+        self.patches.setattr(torch.cuda.graphs, "is_current_stream_capturing", lambda: False)
         self.patches.setattr(torch.backends.cudnn, "is_available", lambda: True)
         autocast = torch.amp.autocast_mode.autocast
         original_init = autocast.__init__
