@@ -631,3 +631,41 @@ def test_a_pickle_the_project_writes_itself_is_a_hint(tmp_path: Path) -> None:
     )
     report = review_paths([root], ReviewSettings(select=("TW305",)), jobs=1)
     assert {(f.line, f.severity.value) for f in report.findings} == {(4, "info"), (5, "warning")}
+
+
+_DECODER = """\
+    import torch
+
+
+    def decode(model, src, opt):
+        outputs = torch.zeros(2, 8, device=opt.device).long()
+        lengths = torch.zeros(2, dtype=torch.long).cuda()
+        return outputs, lengths
+    """
+
+
+def test_unguarded_cuda_in_a_module_whose_importer_falls_back_to_the_cpu(tmp_path: Path) -> None:
+    script = """\
+        import argparse
+        from decoder import decode
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--no_cuda", action="store_true")
+        opt = parser.parse_args()
+        opt.device = "cuda" if not opt.no_cuda else "cpu"
+        decode(None, None, opt)
+        """
+    root = project(tmp_path, {"translate.py": script, "decoder.py": _DECODER})
+    assert found(root, select=("TW708",)) == {("decoder.py", 6, "TW708")}
+
+
+def test_unguarded_cuda_in_a_gpu_only_project_is_fine(tmp_path: Path) -> None:
+    script = """\
+        from decoder import decode
+
+        decode(None, None, opt)
+        """
+    # and a CPU fallback somewhere else in the project, in a file that does not import it
+    other = 'import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    root = project(tmp_path, {"translate.py": script, "decoder.py": _DECODER, "other.py": other})
+    assert found(root, select=("TW708",)) == set()

@@ -120,6 +120,10 @@ class ProjectView:
         for ("gym>=0.26"), from every file."""
         return frozenset()
 
+    def importers_written_for(self) -> frozenset[str]:
+        """The same, from the files that import this one directly."""
+        return frozenset()
+
 
 #: The view of a file walked with no project around it.
 NO_PROJECT = ProjectView()

@@ -625,17 +625,35 @@ class ProjectIndex:
     def _edges(self) -> dict[str, set[str]]:
         if not hasattr(self, "_edge_table"):
             table: dict[str, set[str]] = {path: set() for path in self.summaries}
+            for module, importers in self._importers().items():
+                for path in importers:
+                    table[path].add(module)
+                    table[module].add(path)  # callers see it too
+            self._edge_table = table
+        return self._edge_table
+
+    def _importers(self) -> dict[str, set[str]]:
+        """Each project file -> the project files that import it directly."""
+        if not hasattr(self, "_importer_table"):
+            table: dict[str, set[str]] = {path: set() for path in self.summaries}
             for path, summary in self.summaries.items():
                 written = [*summary.imports.values(), *summary.star_imports]
                 for name in written:
                     for candidate in _module_prefixes(name):
                         module = self.module_path(candidate, path)
                         if module is not None and module != path:
-                            table[path].add(module)
-                            table[module].add(path)  # callers see it too
+                            table[module].add(path)
                             break
-            self._edge_table = table
-        return self._edge_table
+            self._importer_table = table
+        return self._importer_table
+
+    def importers_written_for(self, path: str) -> frozenset[str]:
+        """What the files that import ``path`` directly show they are written for."""
+        return frozenset(
+            mark
+            for importer in self._importers().get(path, ())
+            for mark in self.summaries[importer].written_for
+        )
 
     def digest(self, path: str, extra: str = "") -> str:
         """What the findings of ``path`` depend on: the summaries of the files it

@@ -148,6 +148,10 @@ class LoadFact:
     weights_only: str | None = None
 
 
+#: ``ModuleSummary.written_for`` mark of a file that falls back to the CPU without CUDA.
+CUDA_OPTIONAL = "cuda-optional"
+
+
 @dataclass
 class ModuleSummary:
     path: str
@@ -160,8 +164,9 @@ class ModuleSummary:
     entry_point: bool = False
     #: Models of the file's classes moved to the device: [class as written, line].
     placed: list[tuple[str, int]] = field(default_factory=list)
-    #: What the code shows of the library versions it is written for, e.g.
-    #: "gym>=0.26" where it unpacks ``env.step()`` into five values.
+    #: What the code shows of the library versions and machines it is written for,
+    #: e.g. "gym>=0.26" where it unpacks ``env.step()`` into five values,
+    #: "cuda-optional" where it falls back to the CPU without CUDA.
     written_for: list[str] = field(default_factory=list)
     #: The libraries the file pickles files with ("pickle", "dill", "joblib").
     pickles_with: list[str] = field(default_factory=list)

@@ -24,6 +24,7 @@ from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import file_name
 from torchwise.review.index.records import (
+    CUDA_OPTIONAL,
     NAMESPACE_NAMES,
     TOP_LEVEL,
     ArgFact,
@@ -209,6 +210,18 @@ class Summarizer(Rule):
     def visit_If(self, node: ast.If, ctx: Context) -> None:
         if ctx.function is None and "__main__" in ctx.text(node.test):
             self.summary.entry_point = True
+        self._note_cuda_fallback(node.test, ctx)
+
+    def visit_IfExp(self, node: ast.IfExp, ctx: Context) -> None:
+        self._note_cuda_fallback(node.test, ctx)
+
+    def _note_cuda_fallback(self, test: ast.expr, ctx: Context) -> None:
+        """A test of whether CUDA is there (``torch.cuda.is_available()``, ``args.no_cuda``):
+        the file runs on the CPU too (``x.is_cuda`` follows a tensor, it is no fallback)."""
+        text = ctx.text(test).lower()
+        marks = self.summary.written_for
+        if "cuda" in text and "is_cuda" not in text and CUDA_OPTIONAL not in marks:
+            marks.append(CUDA_OPTIONAL)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:
         if ctx.function is None and any(alias.name == "*" for alias in node.names):

@@ -295,6 +295,9 @@ class IndexView(ProjectView):
     def written_for(self) -> frozenset[str]:
         return self.index.written_for()
 
+    def importers_written_for(self) -> frozenset[str]:
+        return self.index.importers_written_for(self.path)
+
     def pickles_with(self) -> frozenset[str]:
         return self.index.pickles_with()
 

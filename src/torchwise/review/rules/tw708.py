@@ -11,6 +11,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import keyword
+from torchwise.review.index.records import CUDA_OPTIONAL
 from torchwise.review.registry import Rule, rule
 
 
@@ -20,7 +21,9 @@ class CudaCallUnguarded(Rule):
     Flags `.cuda()` and `.to("cuda")` outside any `if`, in a file that
     elsewhere chooses its device by whether CUDA is there (`torch.cuda.
     is_available()`, a `--cuda`/`--no-cuda` option, `"cuda" if ... else
-    "cpu"`): a file written to run on the CPU too.
+    "cpu"`): a file written to run on the CPU too. Also in a file that places
+    its other tensors on a device held in a variable (`device=opt.device`)
+    when a file that imports it makes that choice.
 
     ## Why is this bad?
     On a machine without CUDA (a laptop, a CI runner, a CPU node) the line
@@ -96,10 +99,36 @@ class CudaCallUnguarded(Rule):
                 self.calls.append((node, f'.to("{first.value!s}")'))
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        if self.guard is None:
+        if self.guard is not None:
+            for node, call in self.calls:
+                ctx.report(self, node, call=call, guard=str(self.guard))
+            return
+        if not self.calls or CUDA_OPTIONAL not in ctx.project.importers_written_for():
+            return
+        variable = _device_variable(ctx)
+        if variable is None:
             return
         for node, call in self.calls:
-            ctx.report(self, node, call=call, guard=str(self.guard))
+            message = (
+                f"`{call}` runs on every path, but this file places its other tensors on "
+                f"`{variable}`, and the files that import it fall back to the CPU without "
+                "CUDA: it fails there"
+            )
+            ctx.report(self, node, call=call, guard="", message=message)
+
+
+def _device_variable(ctx: Context) -> str | None:
+    """The first device held in a variable that the file places tensors on
+    (``device=opt.device``, ``.to(device)``), as written."""
+    for node in ast.walk(ctx.module.node):
+        if not isinstance(node, ast.Call):
+            continue
+        given = getattr(keyword(node, "device"), "value", None)
+        if given is None and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+            given = node.args[0] if node.args else None
+        if isinstance(given, (ast.Name, ast.Attribute)) and "device" in ctx.text(given).lower():
+            return ctx.text(given)
+    return None
 
 
 def _in_conditional(ctx: Context) -> bool:
