@@ -669,3 +669,27 @@ def test_unguarded_cuda_in_a_gpu_only_project_is_fine(tmp_path: Path) -> None:
     other = 'import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
     root = project(tmp_path, {"translate.py": script, "decoder.py": _DECODER, "other.py": other})
     assert found(root, select=("TW708",)) == set()
+
+
+def test_a_factory_given_an_unknown_device_is_not_on_the_cpu(tmp_path: Path) -> None:
+    # BLOOM's alibi: `torch.arange(n, device=hidden_states.device)` next to slopes made
+    # on the device by a helper
+    source = """\
+        import torch
+
+
+        def _slopes(heads, device):
+            return torch.full((heads,), 0.5, device=device)
+
+
+        def alibi(hidden_states, n):
+            slopes = _slopes(2, hidden_states.device)
+            return slopes[:, None, None] * torch.arange(n, device=hidden_states.device)
+
+
+        def broken(hidden_states, n):
+            slopes = _slopes(2, hidden_states.device)
+            return slopes[:, None, None] * torch.arange(n)
+        """
+    root = project(tmp_path, {"model.py": source})
+    assert found(root, select=("TW701",)) == {("model.py", 15, "TW701")}

@@ -144,3 +144,60 @@ def test_checkpoint_without_optimizer_is_a_hint_where_nothing_resumes() -> None:
 def test_checkpoint_without_optimizer_is_a_warning_where_the_project_loads_checkpoints() -> None:
     resumes = "ckpt = torch.load('last.pt')\nmodel.load_state_dict(ckpt['model'])\n"
     assert _severities(resumes + _TRAINS_AND_SAVES, "TW603") == [(9, "warning")]
+
+
+# -- the tensor model on library code (false errors found on the precision corpus) --------
+def _lib_codes(source: str, *select: str) -> list[tuple[int, str]]:
+    findings = review_source(source, "lib.py", ReviewSettings(select=select))
+    return [(f.line, f.code) for f in findings]
+
+
+def test_an_untracked_operand_leaves_the_rank_unknown() -> None:
+    # DETR's position encoding: `dim_t` may be a tensor of any rank
+    source = (
+        "import torch\n"
+        "def encode(mask, num, temperature):\n"
+        "    x_embed = mask.cumsum(2, dtype=torch.float32)\n"
+        "    dim_t = torch.arange(num, dtype=torch.float32)\n"
+        "    dim_t = temperature ** (2 * (dim_t // 2) / num)\n"
+        "    pos_x = x_embed[:, :, :, None] / dim_t\n"
+        "    return pos_x[:, :, :, 0::2]\n"
+    )
+    assert _lib_codes(source, "TW706") == []
+
+
+def test_a_shape_held_in_a_variable_is_not_one_size() -> None:
+    source = (
+        "import torch\n"
+        "def f(x, b, h, d, n):\n"
+        "    shape = (b, h, -1, d)\n"
+        "    y = torch.zeros_like(x).reshape(shape)\n"
+        "    return y[:, :, :n]\n"
+    )
+    assert _lib_codes(source, "TW706") == []
+
+
+def test_a_local_function_named_like_a_model_is_not_a_model() -> None:
+    source = (
+        "import torch\n"
+        "def unwrap_model(model):\n"
+        "    model = accelerator.unwrap_model(model)\n"
+        "    return model\n"
+        "def save(transformer):\n"
+        "    transformer = unwrap_model(transformer)\n"
+        "    transformer.to(torch.float32)\n"
+    )
+    assert _lib_codes(source, "TW703") == []
+
+
+def test_a_constant_shaped_like_the_output_carries_no_graph() -> None:
+    source = (
+        "import torch\n"
+        "from torch import nn\n"
+        "model = nn.Linear(4, 2)\n"
+        "for x in loader:\n"
+        "    output = model(x)\n"
+        "    loss = torch.nn.functional.mse_loss(output, torch.ones_like(output))\n"
+        "    loss.backward()\n"
+    )
+    assert _lib_codes(source, "TW707") == []

@@ -268,7 +268,7 @@ class TensorReader:
 
     def _factory(self, call: ast.Call, name: str) -> TensorInfo:
         place = self._given_device(call)
-        if place is None and not self.default_device_changed:
+        if place is None and not self.default_device_changed and not _names_a_device(call):
             place = Place(CPU, call.lineno, f"`torch.{name}` without `device=`")
         if name in DATA_FACTORIES:
             data = call.args[0] if call.args else None
@@ -524,6 +524,8 @@ class TensorReader:
         dims = receiver.dims
         args = call.args
         if method in {"view", "reshape"}:
+            if len(args) == 1 and not isinstance(args[0], (ast.Tuple, ast.List, ast.Constant)):
+                return None  # reshape(shape): a tuple or a number, we cannot tell
             sizes = [_size(arg, self.text) for arg in _size_arguments(call)]
             return None if not sizes and args else tuple(sizes)
         if method == "flatten":
@@ -564,6 +566,12 @@ def elementwise(left: TensorInfo | None, right: TensorInfo | None) -> TensorInfo
     if right is None:
         return left.but(alias=None, container=False)
     return _elementwise(left, right)
+
+
+def _names_a_device(call: ast.Call) -> bool:
+    """``device=`` is given (its value unknown here, ``device=x.device``): not the CPU
+    by default."""
+    return any(item.arg == "device" for item in call.keywords)
 
 
 def _sequence_data(call: ast.Call) -> bool:

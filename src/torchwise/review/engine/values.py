@@ -36,7 +36,14 @@ _LOSS_FUNCTIONS = re.compile(
 
 #: torch functions whose result is not "more of" their tensor arguments: the
 #: gradients of a loss are not a loss.
-_NOT_OF_ITS_ARGUMENTS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+_NOT_OF_ITS_ARGUMENTS = frozenset(
+    {
+        "torch.autograd.grad", "torch.autograd.backward",
+        # new tensors shaped like their argument: no graph, no model behind them
+        "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.full_like",
+        "torch.rand_like", "torch.randn_like", "torch.randint_like",
+    }
+)  # fmt: skip
 #: torch functions that gather their tensor arguments into one with an extra dimension.
 _BATCHING = frozenset({"torch.stack", "torch.cat", "torch.tensor", "torch.as_tensor"})
 
@@ -222,10 +229,12 @@ class ValueReader(TensorReader):
             return self.value_of_call(expr)
         if isinstance(expr, ast.BinOp):
             left, right = self.value_of(expr.left), self.value_of(expr.right)
-            return _with_tensor(
-                self._combine(left, right),
-                elementwise(_tensor(left), _tensor(right)),
-            )
+            info = elementwise(_tensor(left), _tensor(right))
+            if info is not None and (
+                self._unknown_operand(expr.left, left) or self._unknown_operand(expr.right, right)
+            ):
+                info = info.but(dims=None)  # the other side may be a tensor of any rank
+            return _with_tensor(self._combine(left, right), info)
         if isinstance(expr, ast.Compare):
             return self._compared(expr)
         if isinstance(expr, ast.Subscript):
@@ -251,14 +260,33 @@ class ValueReader(TensorReader):
             return Value(kind, origin=found.origin if found else None, flags=_GUESSED)
         return found
 
+    def _unknown_operand(self, expr: ast.expr, value: Value | None) -> bool:
+        """An operand with no tensor facts that is not plainly a Python number: it may
+        be a tensor of any rank (``x[:, None] / dim_t`` with ``dim_t`` untracked), so
+        the result's rank is not the other operand's."""
+        if _tensor(value) is not None:
+            return False
+        if isinstance(expr, ast.UnaryOp):
+            expr = expr.operand
+        if isinstance(expr, ast.Constant):
+            return False
+        name = self.dotted(expr)
+        return name is None or self.lookup(name) is not INTEGER
+
     def _compared(self, expr: ast.Compare) -> Value | None:
         """``a == b``, ``a < b``: a boolean tensor when a tensor is compared."""
-        values = [self.value_of(operand) for operand in (expr.left, *expr.comparators)]
+        operands = [expr.left, *expr.comparators]
+        values = [self.value_of(operand) for operand in operands]
         info: TensorInfo | None = None
         for value in values:
             info = elementwise(info, _tensor(value)) if info is not None else _tensor(value)
         if info is None and not any(_is_tensor(value) for value in values):
             return None
+        if info is not None and any(
+            self._unknown_operand(operand, value)
+            for operand, value in zip(operands, values, strict=True)
+        ):
+            info = info.but(dims=None)
         return Value(F.TENSOR, tensor=info, node=expr)
 
     def _item(self, expr: ast.Subscript) -> Value | None:
@@ -371,6 +399,13 @@ class ValueReader(TensorReader):
             if activation is not None:
                 return self._activated(call, activation)
         callee = self.value_of(func)
+        if (
+            callee is not None
+            and "guessed" in callee.flags
+            and isinstance(func, ast.Name)
+            and func.id in self._defined_functions()
+        ):
+            callee = None  # `unwrap_model(m)`: a function of the file, not a model by its name
         if callee is None:
             if isinstance(func, ast.Name) and func.id == "iter" and call.args:
                 return Value(F.ITERATOR, node=call)
@@ -619,6 +654,17 @@ class ValueReader(TensorReader):
                 models |= value.through
                 crossing = crossing or value.crossing
         return frozenset(models), crossing
+
+    def _defined_functions(self) -> frozenset[str]:
+        """The names the file binds with ``def`` (computed once, when first asked)."""
+        module = self._ctx.module
+        if module.defined_functions is None:
+            module.defined_functions = frozenset(
+                node.name
+                for node in ast.walk(module.node)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
+        return module.defined_functions
 
     def _combine_all(self, args: list[ast.expr]) -> Value | None:
         values: list[Value | None] = []

@@ -74,23 +74,30 @@ class UndefinedName(Rule):
         tree = ctx.module.node
         bound: set[str] = set(_BUILTINS)
         reads: list[ast.Name] = []
-        excused: set[int] = set()  # ids of names inside `try: ... except NameError`
+        tries: list[ast.Try] = []
         for node in ast.walk(tree):
+            if isinstance(node, ast.Name):  # most nodes: decided here, not by _bind's chain
+                if isinstance(node.ctx, ast.Load):
+                    reads.append(node)
+                else:
+                    bound.add(node.id)
+                continue
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
                 return
             if isinstance(node, ast.Call) and _dynamic(node.func):
                 return
-            _bind(node, bound)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                reads.append(node)
             if isinstance(node, ast.Try) and _catches_name_error(node):
-                excused.update(id(n) for s in node.body for n in ast.walk(s))
+                tries.append(node)
+            _bind(node, bound)
+        unbound = [name for name in reads if name.id not in bound]
+        if not unbound:  # nearly every file: nothing more to walk
+            return
+        # names inside `try: ... except NameError` and in annotations are excused
+        excused = {id(n) for t in tries for s in t.body for n in ast.walk(s)}
         annotations = {id(n) for a in _annotations(tree) for n in ast.walk(a)}
         reported: set[str] = set()
-        for name in reads:
-            if name.id in bound or name.id in reported:
-                continue
-            if id(name) in excused or id(name) in annotations:
+        for name in unbound:
+            if name.id in reported or id(name) in excused or id(name) in annotations:
                 continue
             reported.add(name.id)
             ctx.report(self, name, name=name.id)

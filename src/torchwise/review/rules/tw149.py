@@ -72,45 +72,55 @@ class AttributeHidesMethod(Rule):
         "`.{name}` is {what} from here on{called}; rename the attribute"
     )
 
-    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> None:
-        methods = {
-            item.name: item
-            for item in node.body
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_property(item)
-        }
-        if not methods:
+    def __init__(self) -> None:
+        #: id of each class node -> its methods (properties left out), computed once
+        self.methods: dict[int, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.called: set[str] | None = None  # computed once, when something hides a method
+
+    def visit_Assign(self, statement: ast.Assign, ctx: Context) -> None:
+        if len(statement.targets) != 1 or not ctx.classes:
             return
-        called = _called_methods(ctx.module.node)
-        for function in node.body:
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            constants = _constant_defaults(function)
-            for statement in ast.walk(function):
-                if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-                    continue
-                target = statement.targets[0]
-                if not (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                    and target.attr in methods
-                ):
-                    continue
-                what = _plain_value(statement.value, constants)
-                if what is None:
-                    continue
-                name = target.attr
-                is_called = name in called
-                ctx.report(
-                    self,
-                    statement,
-                    severity=None if is_called else Severity.WARNING,
-                    name=name,
-                    value=ctx.text(statement.value),
-                    method_line=str(methods[name].lineno),
-                    what=what,
-                    called=": calling it raises TypeError" if is_called else "",
-                )
+        target = statement.targets[0]
+        if not (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
+            return
+        klass = ctx.classes[-1].node
+        method = next((f for f in ctx.functions if f.class_name == klass.name), None)
+        if method is None or not isinstance(method.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        methods = self._methods_of(klass)
+        name = target.attr
+        if name not in methods:
+            return
+        what = _plain_value(statement.value, _constant_defaults(method.node))
+        if what is None:
+            return
+        if self.called is None:
+            self.called = _called_methods(ctx.module.node)
+        is_called = name in self.called
+        ctx.report(
+            self,
+            statement,
+            severity=None if is_called else Severity.WARNING,
+            name=name,
+            value=ctx.text(statement.value),
+            method_line=str(methods[name].lineno),
+            what=what,
+            called=": calling it raises TypeError" if is_called else "",
+        )
+
+    def _methods_of(self, klass: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        if id(klass) not in self.methods:
+            self.methods[id(klass)] = {
+                item.name: item
+                for item in klass.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and not _is_property(item)
+            }
+        return self.methods[id(klass)]
 
 
 def _is_property(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

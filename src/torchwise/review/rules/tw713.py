@@ -56,6 +56,7 @@ class BatchBufferWithPartialBatch(Rule):
     ```
     """
 
+    needs_text = (".copy_(",)
     code = "TW713"
     name = "batch-buffer-with-partial-batch"
     family = "tensors"
@@ -68,13 +69,20 @@ class BatchBufferWithPartialBatch(Rule):
     )
 
     def leave_module(self, module: object, ctx: Context) -> None:
+        if not any("DataLoader" in line for line in ctx.lines):
+            return
         tree = ctx.module.node
         loaders: dict[str, tuple[str, int]] = {}  # name -> (batch_size text, line)
         buffers: dict[str, tuple[str, int]] = {}  # name -> (first dimension text, line)
-        tensor_types = _tensor_type_aliases(tree)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-                continue
+        assigns: list[ast.Assign] = []
+        loops: list[ast.For] = []
+        for node in ast.walk(tree):  # one walk: the assignments and the loops
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                assigns.append(node)
+            elif isinstance(node, ast.For):
+                loops.append(node)
+        tensor_types = _tensor_type_aliases(assigns)
+        for node in assigns:
             target, value = node.targets[0], node.value
             if not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
                 continue
@@ -91,9 +99,7 @@ class BatchBufferWithPartialBatch(Rule):
                     buffers[target.id] = (ctx.text(value.args[0]), node.lineno)
         if not loaders or not buffers:
             return
-        for loop in ast.walk(tree):
-            if not isinstance(loop, ast.For):
-                continue
+        for loop in loops:
             iterated = loop.iter
             if isinstance(iterated, ast.Call) and iterated.args:
                 iterated = iterated.args[0]  # enumerate(loader)
@@ -122,12 +128,10 @@ class BatchBufferWithPartialBatch(Rule):
                 )
 
 
-def _tensor_type_aliases(tree: ast.AST) -> set[str]:
+def _tensor_type_aliases(assigns: list[ast.Assign]) -> set[str]:
     """Names bound to a tensor type: `Tensor = torch.cuda.FloatTensor if cuda else torch.Tensor`."""
     aliases: set[str] = set()
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            continue
+    for node in assigns:
         target, value = node.targets[0], node.value
         options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
         if isinstance(target, ast.Name) and all(
