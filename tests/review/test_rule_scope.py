@@ -201,3 +201,14 @@ def test_a_constant_shaped_like_the_output_carries_no_graph() -> None:
         "    loss.backward()\n"
     )
     assert _lib_codes(source, "TW707") == []
+
+
+def test_a_local_rank_option_never_read_is_harmless() -> None:
+    declared = (
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--local_rank', type=int, default=0)\n"
+        "args = parser.parse_args()\n"
+    )
+    assert _lib_codes(declared, "TW612") == []
+    assert _lib_codes(declared + "gpu = args.local_rank\n", "TW612") == [(3, "TW612")]

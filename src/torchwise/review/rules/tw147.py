@@ -21,7 +21,8 @@ class DataIteratorExhausted(Rule):
     """## What it does
     Flags `next(batches)` in a loop over a step count (`for i in
     range(max_iter)`, `while step < total`), where `batches = iter(loader)`
-    was made once before the loop and is never made again in it, with no
+    was made once before the loop and is never made again in it (nor by a
+    loop around it: then the step loop is one epoch), with no
     `except StopIteration` around the call and no default (`next(batches,
     None)`). A loop over `range(len(loader))` is one epoch and is not flagged.
 
@@ -69,6 +70,7 @@ class DataIteratorExhausted(Rule):
         "runs for {steps}: `next()` raises StopIteration after the first epoch"
     )
     needs_text = ("next(",)
+    in_test_modules = False  # tests size their loaders to the steps they take
 
     def __init__(self) -> None:
         self.pending: list[tuple[ast.Call, str, int, F.LoopFacts, str]] = []
@@ -79,6 +81,9 @@ class DataIteratorExhausted(Rule):
             return
         if "next" in ctx.scopes[0].functions or not ctx.loops:
             return
+        function = ctx.function
+        if function is not None and function.name == "__next__":
+            return  # an iterator's own `__next__`: StopIteration is how it ends
         iterator = ctx.dotted(node.args[0])
         value = ctx.value_of(node.args[0]) if iterator is not None else None
         if iterator is None or value is None or value.kind != F.ITERATOR:
@@ -95,6 +100,8 @@ class DataIteratorExhausted(Rule):
             return
         if made.lineno >= getattr(loop.node, "lineno", 0):
             return  # made in the loop: a new pass each time
+        if any(_encloses(outer.node, made) for outer in ctx.loops[:-1]):
+            return  # made again by an enclosing loop: the step loop is one epoch
         self.pending.append((node, iterator, made.lineno, loop, steps))
 
     def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
@@ -118,6 +125,11 @@ class DataIteratorExhausted(Rule):
             if not refilled:
                 ctx.report(self, node, iterator=iterator, made=str(made), steps=steps)
         self.pending = kept
+
+
+def _encloses(loop: ast.AST, node: ast.AST) -> bool:
+    start, end = getattr(loop, "lineno", 0), getattr(loop, "end_lineno", 0) or 0
+    return start <= getattr(node, "lineno", -1) <= end
 
 
 def _inside(node: ast.AST, scope: ast.AST) -> bool:

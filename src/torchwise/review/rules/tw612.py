@@ -16,8 +16,8 @@ from torchwise.review.registry import Rule, rule
 class LocalRankArgument(Rule):
     """## What it does
     Flags a command-line option `--local_rank` declared without its dashed
-    spelling `--local-rank`, in a file that never reads the `LOCAL_RANK`
-    environment variable.
+    spelling `--local-rank`, in a file that reads the parsed value
+    (`args.local_rank`) and never the `LOCAL_RANK` environment variable.
 
     ## Why is this bad?
     Since PyTorch 2.0, `python -m torch.distributed.launch` passes
@@ -30,8 +30,12 @@ class LocalRankArgument(Rule):
     ```python
     import argparse
 
+    import torch
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--local_rank", type=int, default=0)
+    args = parser.parse_args()
+    torch.cuda.set_device(args.local_rank)
     ```
 
     ## Use instead
@@ -39,9 +43,13 @@ class LocalRankArgument(Rule):
     import argparse
     import os
 
+    import torch
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--local-rank", "--local_rank", type=int,
                         default=int(os.environ.get("LOCAL_RANK", 0)))
+    args = parser.parse_args()
+    torch.cuda.set_device(args.local_rank)
     ```
     """
 
@@ -67,4 +75,6 @@ class LocalRankArgument(Rule):
             return
         if "LOCAL_RANK" in ctx.source:
             return  # the environment is read too
+        if ".local_rank" not in ctx.source:
+            return  # the parsed value is never read: a leftover option, harmless
         ctx.report(self, node)
