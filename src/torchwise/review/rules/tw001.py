@@ -31,7 +31,8 @@ class UndefinedName(Rule):
     Files that can bind names the source does not show (`from x import *`,
     `exec`, `globals()`, `setattr`) and notebooks (whose cells may rely on
     each other's runs) are skipped, and so are names only used where a
-    `NameError` is caught, or in annotations.
+    `NameError` is caught, in annotations, or in a branch that cannot run
+    (the `elif` after `if True:`).
 
     ## Why is this bad?
     The line raises `NameError` when it runs. Typos hide on the paths that
@@ -75,6 +76,7 @@ class UndefinedName(Rule):
         bound: set[str] = set(_BUILTINS)
         reads: list[ast.Name] = []
         tries: list[ast.Try] = []
+        dead: list[ast.stmt] = []  # the branch an `if True:` / `if False:` never takes
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):  # most nodes: decided here, not by _bind's chain
                 if isinstance(node.ctx, ast.Load):
@@ -88,12 +90,15 @@ class UndefinedName(Rule):
                 return
             if isinstance(node, ast.Try) and _catches_name_error(node):
                 tries.append(node)
+            elif isinstance(node, ast.If) and isinstance(node.test, ast.Constant):
+                dead.extend(node.orelse if node.test.value else node.body)  # never runs
             _bind(node, bound)
         unbound = [name for name in reads if name.id not in bound]
         if not unbound:  # nearly every file: nothing more to walk
             return
         # names inside `try: ... except NameError` and in annotations are excused
         excused = {id(n) for t in tries for s in t.body for n in ast.walk(s)}
+        excused.update(id(n) for s in dead for n in ast.walk(s))
         annotations = {id(n) for a in _annotations(tree) for n in ast.walk(a)}
         reported: set[str] = set()
         for name in unbound:
