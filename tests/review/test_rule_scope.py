@@ -212,3 +212,17 @@ def test_a_local_rank_option_never_read_is_harmless() -> None:
     )
     assert _lib_codes(declared, "TW612") == []
     assert _lib_codes(declared + "gpu = args.local_rank\n", "TW612") == [(3, "TW612")]
+
+
+def test_code_a_test_expects_to_raise_is_not_reported() -> None:
+    source = (
+        "import pytest\n"
+        "import torch\n"
+        "def test_mismatch():\n"
+        "    with pytest.raises(RuntimeError):\n"
+        "        torch.zeros(2).cuda() + torch.zeros(2)\n"
+        "def test_also():\n"
+        "    torch.zeros(2).cuda() + torch.zeros(2)\n"
+    )
+    findings = review_source(source, "tests/test_devices.py", ReviewSettings(select=("TW701",)))
+    assert [f.line for f in findings] == [7]

@@ -144,6 +144,7 @@ class Context(ValueReader):
         #: guards, not a configuration's two ways of doing the same thing.
         self.guards: set[tuple[str, bool]] = set()
         self.module = F.ModuleFacts(node=ast.Module(body=[], type_ignores=[]))
+        self._raising: list[tuple[int, int]] | None = None  # filled when first asked
         self._call_names: dict[ast.Call, str | None] = {}
         # What expressions hold, until the next binding changes what names hold.
         self._values: dict[ast.AST, Value | None] = {}
@@ -357,6 +358,14 @@ class Context(ValueReader):
         return self.offset(line, byte_col) - self._line_starts[line - 1]
 
     # -- the one way out -------------------------------------------------------
+    def _expects_raise(self, node: ast.AST) -> bool:
+        """Whether ``node`` is inside a block of a test that expects an exception
+        there (``with pytest.raises(...)``): the code is meant to fail."""
+        if self._raising is None:
+            self._raising = _raising_blocks(self.module.node)
+        line = getattr(node, "lineno", 0)
+        return any(start <= line <= end for start, end in self._raising)
+
     def report(
         self,
         rule: Rule,
@@ -369,7 +378,7 @@ class Context(ValueReader):
         """Report a finding of ``rule`` at ``node``. ``severity`` may lower the
         rule's own for this finding (a hint where the evidence is weaker),
         never raise it."""
-        if not rule.in_test_modules and is_test_module(self.path):
+        if is_test_module(self.path) and (not rule.in_test_modules or self._expects_raise(node)):
             return
         level = rule.severity
         if severity is not None and severity.rank > level.rank:
@@ -390,6 +399,31 @@ class Context(ValueReader):
                 data=fields,
             )
         )
+
+
+_RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
+
+
+def _raising_blocks(tree: ast.AST) -> list[tuple[int, int]]:
+    """The line ranges of ``with pytest.raises(...)`` / ``self.assertRaises(...)`` blocks."""
+    blocks = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)):
+            continue
+        for item in node.items:
+            call = item.context_expr
+            func = call.func if isinstance(call, ast.Call) else None
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            if name in _RAISES:
+                blocks.append((node.lineno, node.end_lineno or node.lineno))
+                break
+    return blocks
 
 
 def _agreed_device(latest: Value, visible: list[Value]) -> Value:
