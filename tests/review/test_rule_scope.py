@@ -226,3 +226,28 @@ def test_code_a_test_expects_to_raise_is_not_reported() -> None:
     )
     findings = review_source(source, "tests/test_devices.py", ReviewSettings(select=("TW701",)))
     assert [f.line for f in findings] == [7]
+
+
+def test_a_discarded_dtype_conversion_is_a_warning_and_a_discarded_move_an_error() -> None:
+    source = (
+        "import torch\n"
+        "mask = torch.ones(4, 4)\n"
+        "mask.to(torch.float16)\n"
+        "mask.to('cuda')\n"
+        "mask.cuda()\n"
+    )
+    findings = review_source(source, "train.py", ReviewSettings(select=("TW703",)))
+    assert [(f.line, f.severity.value) for f in findings] == [
+        (3, "warning"), (4, "error"), (5, "error"),
+    ]  # fmt: skip
+
+
+def test_identity_checks_are_not_tensor_ops() -> None:
+    source = (
+        "import torch\n"
+        "x = torch.zeros(2).cuda()\n"
+        "y = torch.zeros(2)\n"
+        "same = x is y\n"
+        "mixed = x == y\n"
+    )
+    assert _lib_codes(source, "TW701") == [(5, "TW701")]

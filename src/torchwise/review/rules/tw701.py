@@ -92,6 +92,8 @@ class DeviceMismatch(Rule):
         self._check(node, [node.left, node.right], ctx)
 
     def visit_Compare(self, node: ast.Compare, ctx: Context) -> None:
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            return  # identity and membership: Python's, not a tensor op
         self._check(node, [node.left, *node.comparators], ctx)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:

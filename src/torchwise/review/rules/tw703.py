@@ -22,7 +22,9 @@ class TensorMoveDiscarded(Rule):
     Flags `t.to(device)`, `t.cuda()`, `t.cpu()`, `t.float()` and the other
     conversions written as a statement on a value known to be a tensor (a
     batch of a loader, a model's output, a tensor a factory built), so that
-    their result is thrown away.
+    their result is thrown away. A discarded dtype conversion alone
+    (`t.to(torch.float16)`) is a warning: it is a no-op when the tensor has that
+    dtype already.
 
     ## Why is this bad?
     A module's `.to()` moves it in place; a tensor's returns a moved copy and
@@ -65,4 +67,33 @@ class TensorMoveDiscarded(Rule):
         value = ctx.value_of(call.func.value)
         if value is None or value.kind not in _TENSORS or "guessed" in value.flags:
             return  # known from its name only (`loss`) it may be a loss module
-        ctx.report(self, call, call=ctx.text(call), name=ctx.text(call.func.value))
+        ctx.report(
+            self,
+            call,
+            call=ctx.text(call),
+            name=ctx.text(call.func.value),
+            # a discarded dtype conversion is often a no-op (the tensor has that dtype)
+            severity=None if _moves_device(call) else Severity.WARNING,
+        )
+
+
+def _moves_device(call: ast.Call) -> bool:
+    """``.cuda()``, ``.cpu()``, ``.to(device)``: not only a dtype conversion."""
+    method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if method in {"cuda", "cpu"}:
+        return True
+    if method != "to":
+        return False
+    given = [*call.args, *(k.value for k in call.keywords if k.arg in {"device", "dtype"})]
+    return not all(_names_a_dtype(ast.unparse(arg)) for arg in given)
+
+
+_DTYPES = frozenset(
+    {"float", "float16", "float32", "float64", "bfloat16", "half", "double", "long", "int",
+     "int8", "int16", "int32", "int64", "uint8", "bool", "complex64", "complex128"}
+)  # fmt: skip
+
+
+def _names_a_dtype(text: str) -> bool:
+    """``torch.float32``, ``weight_dtype``, ``x.dtype``: a dtype, not a device."""
+    return "dtype" in text or text.rsplit(".", 1)[-1] in _DTYPES
