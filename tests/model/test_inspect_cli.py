@@ -90,6 +90,18 @@ def test_scaling_measures_a_quadratic(tmp_path: Path) -> None:
     assert data["activation_exponent"] == pytest.approx(2.0, abs=0.05)
 
 
+def test_memory_for_picks_the_attention_kernels_the_estimate_models() -> None:
+    spec = ("zoo:gpt2", "--input", "i64[batch=1,seq=64]<50257", "--mode", "train")
+    code, out = run(*spec, "--format", "json")
+    assert code == 0, out
+    cuda = json.loads(out)
+    assert cuda["memory_for"] == "cuda" and cuda["attention_kernels"] == {"memory-efficient": 12}
+    code, out = run(*spec, "--memory-for", "cpu")  # dropout in training: the CPU's math path
+    assert code == 0 and "Attention kernels" in out and "math x12" in out
+    code, out = run(*spec, "--memory-for", "tpu")
+    assert code == 2 and "tpu" in out
+
+
 def test_scaling_text_reports_exponents() -> None:
     code, out = run("zoo:llama-tiny", "--scaling", "seq=16,32,64")
     assert code == 0 and "FLOPs ~ seq^" in out and "activations ~ seq^" in out

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     "--mode", type=click.Choice(["eval", "train"]), default="eval", show_default=True,
     help="eval: inference under no_grad; train: training mode with autograd.",
 )  # fmt: skip
+@click.option(
+    "--memory-for", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+    help="On meta, the device whose attention kernels the memory figures model: "
+    "scaled_dot_product_attention's fused kernels keep no seq x seq scores for backward "
+    "(CUDA's nearly always; the CPU's only without attention dropout). cpu/cuda runs use "
+    "their real kernels.",
+)  # fmt: skip
 @click.option("--depth", type=click.IntRange(min=0), help="Show layers down to this depth.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json", "markdown", "csv"]), default="text",
@@ -51,6 +58,7 @@ def inspect(
     target: TargetArgs,
     device: str,
     mode: str,
+    memory_for: str,
     depth: int | None,
     fmt: str,
     scaling: str | None,
@@ -88,14 +96,14 @@ def inspect(
         if dimension is not None:
             result = run_scaling(
                 resolved, dimension[0], dimension[1], device=device, mode=mode,
-                flops_convention=flops_convention,
+                flops_convention=flops_convention, memory_for=memory_for,
             )  # fmt: skip
             report = render_scaling(result, fmt)
         else:
             summary = summarize(
                 resolved.model, resolved.args, resolved.kwargs, device=device, depth=depth,
                 mode=mode, estimate_training=not no_training, name=resolved.name,
-                flops_convention=flops_convention,
+                flops_convention=flops_convention, memory_for=memory_for,
             )  # fmt: skip
             report = render(summary, fmt)
     console.emit(report)

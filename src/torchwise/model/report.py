@@ -89,9 +89,21 @@ def _totals(s: ModelSummary) -> list[tuple[str, str]]:
                 f"SGD+momentum {nbytes(t.total('sgd-momentum'))}",
             )
         )
+    if s.attention_kernels and s.memory_for:
+        rows.append(("Attention kernels", _kernels(s.attention_kernels, s.memory_for)))
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(s.unsupported_ops.items()))
     rows.append(("Unsupported ops", ops or "none (every op is counted or known to cost no MACs)"))
     return rows
+
+
+def _kernels(kernels: dict[str, int], target: str) -> str:
+    """Which kernels the meta run gave F.scaled_dot_product_attention, and for what."""
+    taken = ", ".join(f"{name} x{n}" for name, n in sorted(kernels.items()))
+    other = "cpu" if target == "cuda" else "cuda"
+    return (
+        f"{taken} (scaled_dot_product_attention as {target.upper()} runs it; "
+        f"--memory-for {other} models the {other.upper()})"
+    )
 
 
 def _attention_rows(s: ModelSummary) -> list[tuple[str, str]]:

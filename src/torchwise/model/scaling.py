@@ -95,8 +95,12 @@ def scaling(
     device: str = "meta",
     mode: str = "eval",
     flops_convention: str = "full",
+    memory_for: str = "cuda",
 ) -> ScalingResult:
     """Measure forward FLOPs and peak activation memory at each size of ``dimension``.
+
+    ``memory_for``: on meta, whose attention kernels the memory models (see
+    :func:`~torchwise.model.summarize`).
 
     ``target`` is a :class:`~torchwise.target.ResolvedTarget` or a target string
     (``"zoo:llama-tiny"``), resolved on ``device`` with its default inputs.
@@ -110,7 +114,7 @@ def scaling(
         args, kwargs = make_inputs(specs, device=device, sizes={dimension: size})
         summary = summarize(
             target.model, args, kwargs, device=device, mode=mode, estimate_training=False,
-            depth=0, flops_convention=flops_convention,
+            depth=0, flops_convention=flops_convention, memory_for=memory_for,
         )  # fmt: skip
         points.append(ScalingPoint(size, summary.flops_forward, summary.peak_activation_bytes))
     return ScalingResult(

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from torchwise.errors import TorchwiseError, exception_line
+from torchwise.model.attention import TARGETS
 from torchwise.model.memory import TrainingMemory, training_memory
 from torchwise.model.trace import ForwardError, TraceResult, trace
 
@@ -76,6 +77,11 @@ class ModelSummary:
     peak_activation_bytes: int
     training: TrainingMemory | None
     notes: list[str] = field(default_factory=list)
+    #: the device whose attention kernels a meta or fake run modelled; None for a real run
+    memory_for: str | None = None
+    #: F.scaled_dot_product_attention calls per kernel taken in that modelling (the
+    #: training run's when there is one)
+    attention_kernels: dict[str, int] = field(default_factory=dict)
 
     @property
     def param_bytes(self) -> int:
@@ -197,17 +203,19 @@ def _run(
     train: bool,
     backward: bool,
     notes: list[str],
+    memory_for: str,
 ) -> TraceResult:
     if device == "cpu (fake tensors)":
         return trace(model, args, kwargs, device=torch.device("meta"), train=train,
-                     backward=backward, fake=True)  # fmt: skip
+                     backward=backward, fake=True, attention=memory_for)  # fmt: skip
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise TorchwiseError(
             "--device cuda: no CUDA device is available here", hint="use meta or cpu"
         )
     try:
-        return trace(model, args, kwargs, device=dev, train=train, backward=backward)
+        return trace(model, args, kwargs, device=dev, train=train, backward=backward,
+                     attention=memory_for)  # fmt: skip
     except ForwardError as exc:
         if dev.type != "meta":
             raise
@@ -216,7 +224,8 @@ def _run(
     # cover code that creates CPU tensors or checks devices; data-dependent code
     # (.item(), control flow on values) needs real tensors. Each fallback is noted.
     try:
-        result = trace(model, args, kwargs, device=dev, train=train, backward=backward, fake=True)
+        result = trace(model, args, kwargs, device=dev, train=train, backward=backward,
+                       fake=True, attention=memory_for)  # fmt: skip
     except ForwardError as exc:
         if not all(p.device.type != "meta" for p in model.parameters()):
             raise  # shape-only weights: nothing real to fall back to
@@ -259,6 +268,7 @@ def summarize(
     estimate_training: bool = True,
     name: str | None = None,
     flops_convention: str = "full",
+    memory_for: str = "cuda",
 ) -> ModelSummary:
     """Measure ``model(*args, **kwargs)`` without touching ``model``.
 
@@ -272,7 +282,11 @@ def summarize(
     and PV), as fvcore, ptflops and timm's model cards do. The attention share
     is measured either way (``attention_flops_forward``); backward FLOPs always
     count every product. ``args`` may be one tensor (``summarize(model, x)``, as
-    torchinfo's ``input_data``) or a list of arguments.
+    torchinfo's ``input_data``) or a list of arguments. ``memory_for``
+    (``"cuda"`` or ``"cpu"``): on meta and fake tensors, the device whose
+    ``F.scaled_dot_product_attention`` kernels the memory figures model (the fused
+    kernels keep no ``T x T`` scores for backward; see
+    :mod:`torchwise.model.attention`); a real cpu/cuda run takes its real kernels.
     """
     if isinstance(args, torch.Tensor):
         args = (args,)
@@ -284,6 +298,8 @@ def summarize(
         )
     if mode not in ("eval", "train"):
         raise TorchwiseError(f"mode must be 'eval' or 'train', not {mode!r}")
+    if memory_for not in TARGETS:
+        raise TorchwiseError(f"memory_for must be one of {', '.join(TARGETS)}, not {memory_for!r}")
     if flops_convention not in CONVENTIONS:
         raise TorchwiseError(
             f"flops_convention must be one of {', '.join(CONVENTIONS)}, not {flops_convention!r}"
@@ -291,10 +307,11 @@ def summarize(
     kwargs = kwargs or {}
     notes: list[str] = []
     train = mode == "train"
-    result = _run(model, args, kwargs, device, train, train and estimate_training, notes)
+    result = _run(model, args, kwargs, device, train, train and estimate_training, notes,
+                  memory_for)  # fmt: skip
     train_result = result
     if estimate_training and not train:
-        train_result = _run(model, args, kwargs, result.device, True, True, notes)
+        train_result = _run(model, args, kwargs, result.device, True, True, notes, memory_for)
     params = _unique_params(model)
     by_dtype: dict[str, int] = defaultdict(int)
     for param in params:
@@ -341,6 +358,8 @@ def summarize(
         peak_activation_bytes=result.peak_activation_bytes,
         training=training,
         notes=notes,
+        memory_for=memory_for if result.device in ("meta", "cpu (fake tensors)") else None,
+        attention_kernels=train_result.attention_kernels,
     )
 
 

@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten
 from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.hooks import ModuleCall, module_calls
 from torchwise.model import flops as F
+from torchwise.model.attention import TargetAttention
 from torchwise.model.memory import LiveBytes, alive_bytes
 from torchwise.model.private import Untouched, private_copy, to_device
 
@@ -61,6 +62,8 @@ class TraceResult:
     output_shapes: list[tuple[int, ...]]
     output_dtypes: list[str]
     device: str
+    #: SDPA calls per kernel, when a meta or fake run modelled a target device's choice
+    attention_kernels: dict[str, int] = field(default_factory=dict)
 
 
 class ForwardError(UserCodeError):
@@ -229,6 +232,7 @@ def trace(
     train: bool,
     backward: bool = False,
     fake: bool = False,
+    attention: str | None = None,
 ) -> TraceResult:
     """Run ``model`` once on a private copy and measure shapes, FLOPs and memory.
 
@@ -237,7 +241,10 @@ def trace(
     exercises fused inference kernels). ``backward`` additionally counts the
     FLOPs of ``sum(outputs).backward()``. ``fake`` runs on FakeTensorMode tensors
     that claim to be on the CPU (for forwards that create CPU tensors or check
-    devices, which meta cannot run).
+    devices, which meta cannot run). ``attention`` (``"cuda"`` or ``"cpu"``): on meta
+    or fake tensors, run ``F.scaled_dot_product_attention`` with the kernel that
+    device would take (:mod:`torchwise.model.attention`); a real run always takes
+    its real kernel.
     """
     fake_mode = FakeTensorMode() if fake else None
     work = private_copy(model, device, fake_mode)
@@ -263,12 +270,14 @@ def trace(
     live = LiveBytes(existing)
     grad = torch.enable_grad() if train else torch.no_grad()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
+    modelled = fake or device.type == "meta"
+    kernels = TargetAttention(attention) if attention and modelled else None
     with module_calls(work, on_enter=entered, on_exit=returned) as calls:
         mode = _Measure(model, calls.stack, records, live)
         mode.track_inputs((args, kwargs))
         try:
             # The measuring mode is entered last, so it sees each op before the fake mode.
-            with grad, outer, mode:
+            with grad, outer, mode, kernels or contextlib.nullcontext():
                 output = work(*args, **kwargs)
         except TorchwiseError:
             raise
@@ -303,4 +312,5 @@ def trace(
         output_shapes=[tuple(t.shape) for t in leaves],
         output_dtypes=[str(t.dtype).removeprefix("torch.") for t in leaves],
         device="cpu (fake tensors)" if fake else str(device),
+        attention_kernels=dict(kernels.kernels) if kernels else {},
     )
