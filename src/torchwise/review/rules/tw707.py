@@ -10,6 +10,7 @@ import ast
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.facts import Value
 from torchwise.review.engine.tracking import UNPACKED
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._devices import LOSS_FUNCTIONS
@@ -39,7 +40,9 @@ class LossTargetWithGraph(Rule):
     with autograd on and not detached: outside `torch.no_grad()` and without
     `.detach()`. An error when the target comes from the model being trained
     (a TD target from the Q-network itself), a warning when it comes from
-    another model (a target network, a teacher).
+    another model (a target network, a teacher). A symmetric loss between two
+    outputs of models as they come (`mse_loss(vgg(real), vgg(fake))`, a
+    perceptual or feature-matching loss) is not flagged.
 
     ## Why is this bad?
     Backward then runs through the target as well. From the same model, the
@@ -114,6 +117,8 @@ class LossTargetWithGraph(Rule):
             return  # an element of a model's tuple output: maybe lengths or indices
         if loss in _SYMMETRIC and (prediction is None or not prediction.through):
             return  # `mse_loss(td_target, q)`: the arguments swapped, the same loss
+        if loss in _SYMMETRIC and prediction is not None and _feature_match(prediction, target):
+            return  # `mse_loss(vgg(real), vgg(fake))`: a perceptual loss on two outputs
         trained = set() if prediction is None else set(prediction.through)
         shared = sorted(trained & set(target.through))
         models = ", ".join(f"`{name}`" for name in sorted(target.through))
@@ -132,3 +137,10 @@ class LossTargetWithGraph(Rule):
                 effect=effect,
                 severity=Severity.WARNING,
             )
+
+
+def _feature_match(prediction: Value, target: Value) -> bool:
+    """Both sides are a model's outputs as they come (not a TD target computed from
+    one): a perceptual or feature-matching loss, whose two sides carry graphs on
+    purpose."""
+    return prediction.kind == F.OUTPUT and target.kind == F.OUTPUT
