@@ -20,5 +20,6 @@ Public API::
 
 from torchwise.doc.generate import ModelDoc, document
 from torchwise.doc.run import run_doc
+from torchwise.doc.shapes import SymbolicShapes
 
-__all__ = ["ModelDoc", "document", "run_doc"]
+__all__ = ["ModelDoc", "SymbolicShapes", "document", "run_doc"]

@@ -65,8 +65,7 @@ def run_script_job(
     progress: Any,
 ) -> RunResult:
     """Run ``script`` under the checks (in the worker, whose working directory is ``root``)."""
-    from torchwise.run import RunOptions, run_script
-    from torchwise.run.catalog import get_check
+    from torchwise.run import RunOptions, get_check, run_script
 
     progress(0, 1, f"running {script.relative_to(root)}")
     options = RunOptions(

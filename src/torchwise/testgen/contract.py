@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from torchwise.errors import TorchwiseError, exception_line
 
 if TYPE_CHECKING:
-    from torchwise.doc.shapes import SymbolicShapes
+    from torchwise.doc import SymbolicShapes
     from torchwise.target import InputSpec, ResolvedTarget
 
 #: Names the generated functions use for their own locals; a symbol never takes one.
