@@ -92,7 +92,8 @@ class UndefinedName(Rule):
                 tries.append(node)
             elif isinstance(node, ast.If) and isinstance(node.test, ast.Constant):
                 dead.extend(node.orelse if node.test.value else node.body)  # never runs
-            _bind(node, bound)
+            elif type(node) in _BINDERS:  # most nodes bind nothing: no call for them
+                _bind(node, bound)
         unbound = [name for name in reads if name.id not in bound]
         if not unbound:  # nearly every file: nothing more to walk
             return
@@ -106,6 +107,13 @@ class UndefinedName(Rule):
                 continue
             reported.add(name.id)
             ctx.report(self, name, name=name.id)
+
+
+#: The node types that bind a name (other than a stored ``ast.Name``).
+_BINDERS = frozenset(
+    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.arg,
+     ast.ExceptHandler, ast.Global, ast.Nonlocal, ast.MatchAs, ast.MatchStar, ast.MatchMapping}
+)  # fmt: skip
 
 
 def _dynamic(func: ast.expr) -> bool:
