@@ -62,6 +62,7 @@ class OptimizerOnReplacedModel(Rule):
     family = "training"
     severity = Severity.WARNING
     in_test_modules = False
+    needs_text = ("optim",)  # an optimizer is built in the file: torch.optim, optimizer=...
     message = (
         "`{model}` is replaced after `{optimizer}` was built from its parameters: "
         "the optimizer keeps updating the old model; build it after this line"
