@@ -251,3 +251,14 @@ def test_identity_checks_are_not_tensor_ops() -> None:
         "mixed = x == y\n"
     )
     assert _lib_codes(source, "TW701") == [(5, "TW701")]
+
+
+def test_a_string_default_only_formatted_into_text_is_harmless() -> None:
+    declared = (
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--split', default=5)\n"
+        "args = parser.parse_args()\n"
+    )
+    assert _lib_codes(declared + "name = f'train[:{args.split}%]'\n", "TW613") == []
+    assert _lib_codes(declared + "n = args.split * 2\n", "TW613") == [(3, "TW613")]

@@ -30,7 +30,8 @@ class ArgparseTypeMismatch(Rule):
     - a number as default and no `type`: a value from the command line stays a
       string, so `--policy-noise 0.1` makes `args.policy_noise * max_action`
       raise `TypeError` (or `"3" * 2` silently repeat a string). Not flagged
-      where every read of the option converts it (`float(args.noise)`).
+      where every read of the option converts it (`float(args.noise)`) or
+      only formats it into an f-string.
 
     ## Why is this bad?
     The option works only while nobody uses it. The first sweep or
@@ -147,7 +148,7 @@ def _dest(flag: str, given: ast.expr | None) -> str:
 
 def _converted_where_read(dest: str, ctx: Context) -> bool:
     """Whether the file reads ``<x>.<dest>`` and every read converts it
-    (``float(args.noise)``)."""
+    (``float(args.noise)``) or only formats it into text (an f-string)."""
     tree = ctx.module.node
     reads = converted = 0
     for node in ast.walk(tree):
@@ -157,4 +158,7 @@ def _converted_where_read(dest: str, ctx: Context) -> bool:
             converted += sum(
                 isinstance(arg, ast.Attribute) and arg.attr == dest for arg in node.args
             )
+        elif isinstance(node, ast.FormattedValue):  # f"train[:{args.split}%]": '5' or 5 alike
+            value = node.value
+            converted += isinstance(value, ast.Attribute) and value.attr == dest
     return reads > 0 and converted == reads
