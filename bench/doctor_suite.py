@@ -189,7 +189,7 @@ def api_run(names: set[str] | None, dirs: dict[str, Path]) -> dict[str, Any]:
 
 
 def cli_verdicts(case: Case, dirs: dict[str, Path]) -> dict[str, str] | str:
-    words = [a.format(suite=BENCH) for a in case.cli_args()]
+    words = [a.replace("{suite}", str(BENCH)) for a in case.cli_args()]
     proc = subprocess.run(
         [sys.executable, "-m", "torchwise", "doctor", *words, "--format", "json"],
         capture_output=True, text=True, cwd=dirs.get(case.name), check=False,
@@ -200,7 +200,7 @@ def cli_verdicts(case: Case, dirs: dict[str, Path]) -> dict[str, str] | str:
 
 
 def internal_error(command: str, case: Case, dirs: dict[str, Path]) -> str:
-    words = [a.format(suite=BENCH) for a in case.cli_args()]
+    words = [a.replace("{suite}", str(BENCH)) for a in case.cli_args()]
     words = [w for i, w in enumerate(words) if not _doctor_only(words, i)]
     start = time.perf_counter()
     proc = subprocess.run(
