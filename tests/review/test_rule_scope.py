@@ -262,3 +262,15 @@ def test_a_string_default_only_formatted_into_text_is_harmless() -> None:
     )
     assert _lib_codes(declared + "name = f'train[:{args.split}%]'\n", "TW613") == []
     assert _lib_codes(declared + "n = args.split * 2\n", "TW613") == [(3, "TW613")]
+
+
+def test_a_nested_function_named_like_a_model_is_not_a_model() -> None:
+    source = (
+        "import torch\n"
+        "def main(transformer, accelerator):\n"
+        "    def unwrap_model(model):\n"
+        "        return accelerator.unwrap_model(model)\n"
+        "    transformer = unwrap_model(transformer)\n"
+        "    transformer.to(torch.float32)\n"
+    )
+    assert _lib_codes(source, "TW703") == []

@@ -215,5 +215,5 @@ class ModuleFacts(Region):
     settings: list[SettingFacts] = field(default_factory=list)
     #: Whether the module star-imports anything (set as imports are bound).
     star_imports: bool = False
-    #: The names the file binds with ``def`` (filled when first needed).
-    defined_functions: frozenset[str] | None = None
+    #: id of a function node -> the names bound by ``def`` inside it (filled when needed).
+    nested_functions: dict[int, frozenset[str]] = field(default_factory=dict)

@@ -403,7 +403,7 @@ class ValueReader(TensorReader):
             callee is not None
             and "guessed" in callee.flags
             and isinstance(func, ast.Name)
-            and func.id in self._defined_functions()
+            and self._defined_function(func.id)
         ):
             callee = None  # `unwrap_model(m)`: a function of the file, not a model by its name
         if callee is None:
@@ -655,16 +655,24 @@ class ValueReader(TensorReader):
                 crossing = crossing or value.crossing
         return frozenset(models), crossing
 
-    def _defined_functions(self) -> frozenset[str]:
-        """The names the file binds with ``def`` (computed once, when first asked)."""
-        module = self._ctx.module
-        if module.defined_functions is None:
-            module.defined_functions = frozenset(
-                node.name
-                for node in ast.walk(module.node)
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            )
-        return module.defined_functions
+    def _defined_function(self, name: str) -> bool:
+        """Whether ``name`` is bound by a ``def`` of the module or of a function around
+        this point (``def unwrap_model`` inside ``main``)."""
+        ctx = self._ctx
+        if name in ctx.scopes[0].functions:
+            return True
+        known = ctx.module.nested_functions
+        for function in ctx.functions:
+            key = id(function.node)
+            if key not in known:
+                known[key] = frozenset(
+                    node.name
+                    for node in ast.walk(function.node)
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                )
+            if name in known[key]:
+                return True
+        return False
 
     def _combine_all(self, args: list[ast.expr]) -> Value | None:
         values: list[Value | None] = []
