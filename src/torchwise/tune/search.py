@@ -8,7 +8,9 @@
    accepted so far (the *incumbent*), checked for correctness against the fp32
    baseline (:mod:`torchwise.tune.oracle`), and timed against the incumbent in
    one interleaved session. The knob with the largest significant speedup is
-   accepted; the knobs still undecided are measured again on top of it. At most
+   accepted (among knobs whose intervals hold that speedup, the one that
+   constrains the step least: bf16 before fp16, whose GradScaler rules out a CUDA
+   graph); the knobs still undecided are measured again on top of it. At most
    one knob per group, at most ``max_stages`` stages.
 3. **Reopening.** A settled verdict holds for the step it was measured on. A
    settled knob is measured again on top of a newly accepted one when
