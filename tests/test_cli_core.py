@@ -316,3 +316,26 @@ def test_every_float_option_refuses_nan_and_infinity() -> None:
     result = CliRunner().invoke(app, ["project", ".", "--model-timeout", "inf"])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: invalid value for '--model-timeout': inf is not")
+
+
+def test_a_bug_in_torchwise_is_one_internal_error_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchwise.cli import _run_guarded
+
+    def bug() -> None:
+        raise ValueError("boom")
+
+    monkeypatch.delenv("TORCHWISE_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        _run_guarded(bug, "torchwise x")  # type: ignore[arg-type]
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: ValueError: boom\n"), err
+    assert "TORCHWISE_DEBUG=1" in err and "Traceback" not in err
+    # with TORCHWISE_DEBUG the traceback is the report
+    monkeypatch.setenv("TORCHWISE_DEBUG", "1")
+    with pytest.raises(SystemExit) as stopped:
+        _run_guarded(bug, "torchwise x")  # type: ignore[arg-type]
+    assert stopped.value.code == 2
+    assert "Traceback" in capsys.readouterr().err

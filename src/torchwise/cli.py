@@ -119,7 +119,7 @@ class LazyGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("interrupted", err=True)
-            sys.exit(130)
+            sys.exit(ExitCode.INTERRUPTED)
         except BrokenPipeError:
             _exit_quietly_on_broken_pipe()
         sys.exit(result if isinstance(result, int) else ExitCode.OK)
@@ -159,7 +159,7 @@ def _run_guarded(call: Callable[[], Any], command: str) -> Any:
         _exit_quietly_on_broken_pipe()
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except ModuleNotFoundError as exc:
         # Optional dependencies are imported where they are used; reaching here
         # means the user's environment lacks one (errors in the user's own

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from torchwise.errors import ExitCode
 from torchwise.findings import Severity, finding_to_dict
 from torchwise.run.options import RunOptions, Target
 from torchwise.run.session import Session, StopRun
@@ -140,7 +141,7 @@ def _run(target: Target, session: Session) -> int | None:
         return status
     except KeyboardInterrupt:
         session.stopped_by = "interrupted"
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except BaseException as exc:  # the user's code raised: that is a finding
         _report_crash(session, exc)
         return 1
