@@ -32,12 +32,15 @@ _DTYPE_ALIASES: dict[str, str] = {
     "i64": "i64", "int64": "i64", "long": "i64",
     "bool": "bool", "c64": "c64", "complex64": "c64", "c128": "c128", "complex128": "c128",
 }  # fmt: skip
-_TORCH_DTYPE_NAMES: dict[str, str] = {
+#: The one dtype table: an input spec's dtype -> torch's name for it.
+TORCH_DTYPE_NAMES: dict[str, str] = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
     "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64",
     "bool": "bool", "c64": "complex64", "c128": "complex128",
 }  # fmt: skip
-_INT_DTYPES = frozenset({"i8", "u8", "i16", "i32", "i64"})
+FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
+INT_DTYPES = frozenset({"i8", "u8", "i16", "i32", "i64"})
+COMPLEX_DTYPES = frozenset({"c64", "c128"})
 #: Integer inputs without an explicit ``<N`` bound are drawn from [0, 2): safe for
 #: any index (embedding, token type, class label), if not very realistic.
 DEFAULT_INT_BOUND = 2
@@ -127,7 +130,7 @@ class InputSpec:
         import torch
 
         assert self.dtype is not None
-        dtype: torch.dtype = getattr(torch, _TORCH_DTYPE_NAMES[self.dtype])
+        dtype: torch.dtype = getattr(torch, TORCH_DTYPE_NAMES[self.dtype])
         return dtype
 
     def body(self) -> str:
@@ -257,7 +260,7 @@ class _SpecParser:
         high = None
         if self.peek() == "<":
             self.pos += 1
-            if dtype not in _INT_DTYPES:
+            if dtype not in INT_DTYPES:
                 raise self.fail(f"a '<N' bound only applies to integer dtypes, not {dtype}")
             high = self.integer("the exclusive upper bound")
             if high < 1:
@@ -384,9 +387,11 @@ def spec_from_value(value: Any, name: str | None = None) -> InputSpec:
             f"example input of type {type(value).__name__} is not a tensor, a container of "
             "tensors or a plain value"
         )
-    dtype = next(k for k, v in _TORCH_DTYPE_NAMES.items() if getattr(torch, v) == value.dtype)
+    dtype = spec_dtype(value.dtype)
+    if dtype not in TORCH_DTYPE_NAMES:
+        raise TorchwiseError(f"example input of dtype {dtype} has no input-spec spelling")
     high = None
-    if dtype in _INT_DTYPES and value.numel() and value.device.type != "meta":
+    if dtype in INT_DTYPES and value.numel() and value.device.type != "meta":
         high = int(value.max()) + 1
     return InputSpec(name=name, dtype=dtype, dims=tuple(Dim(s) for s in value.shape), high=high)
 
@@ -407,7 +412,7 @@ def _materialise(
     dtype = spec.torch_dtype()
     if device.type == "meta":
         return torch.empty(shape, dtype=dtype, device=device)
-    if spec.dtype in _INT_DTYPES:
+    if spec.dtype in INT_DTYPES:
         high = spec.high if spec.high is not None else DEFAULT_INT_BOUND
         tensor = torch.randint(0, high, shape, generator=gen, dtype=dtype)
     elif spec.dtype == "bool":
@@ -463,3 +468,11 @@ def make_inputs(
         else:
             kwargs[spec.name] = value
     return tuple(args), kwargs
+
+
+def spec_dtype(dtype: torch.dtype) -> str:
+    """The input-spec spelling of a torch dtype (``torch.float32`` -> ``"f32"``); torch's
+    own name for one the specs do not spell."""
+    name = str(dtype).removeprefix("torch.")
+    spellings = (spec for spec, torch_name in TORCH_DTYPE_NAMES.items() if torch_name == name)
+    return next(spellings, name)

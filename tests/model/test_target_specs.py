@@ -152,3 +152,14 @@ def test_spec_from_value_describes_nested_examples() -> None:
     value = (torch.zeros(2, 3), {"h": (torch.ones(1, 2), None)}, True)
     spec = spec_from_value(value)
     assert str(spec) == "(f32[2,3], {h: (f32[1,2], None)}, True)"
+
+
+def test_one_dtype_table_spells_torch_dtypes_both_ways() -> None:
+    import torch
+
+    from torchwise.inputs import FLOAT_DTYPES, INT_DTYPES, TORCH_DTYPE_NAMES, spec_dtype
+
+    for spec, name in TORCH_DTYPE_NAMES.items():
+        assert spec_dtype(getattr(torch, name)) == spec
+    assert spec_dtype(torch.float8_e4m3fn) == "float8_e4m3fn"  # no spec spelling: torch's name
+    assert FLOAT_DTYPES | INT_DTYPES <= TORCH_DTYPE_NAMES.keys()

@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from torchwise.errors import TorchwiseError, exception_line
+from torchwise.inputs import FLOAT_DTYPES
 from torchwise.target import Dim, InputSpec, make_inputs
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ def _default_name(spec: InputSpec, d: int, varying: set[int], batch_dim: int = 0
     ``(batch, channels, height, width)``. With a time-first batch (``--batch-dim 1``),
     the dim before it is ``seq_len``: ``(seq_len, batch, features)``.
     """
-    floating = spec.dtype in ("f16", "bf16", "f32", "f64")
+    floating = spec.dtype in FLOAT_DTYPES
     rank = len(spec.dims)
     if d == batch_dim and d < rank:
         return "batch"

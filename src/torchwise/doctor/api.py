@@ -28,16 +28,12 @@ from torchwise.doctor.state import Snapshot
 from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import module_in_traceback
 from torchwise.errors import TorchwiseError, UserCodeError
-
-_DTYPES = {
-    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
-    torch.int64: "i64", torch.int32: "i32", torch.bool: "bool", torch.uint8: "u8",
-}  # fmt: skip
+from torchwise.inputs import spec_dtype
 
 
 def describe(t: torch.Tensor) -> str:
     """``f32[8,3,32,32]``: the input-spec spelling of a tensor."""
-    return f"{_DTYPES.get(t.dtype, str(t.dtype))}[{','.join(str(s) for s in t.shape)}]"
+    return f"{spec_dtype(t.dtype)}[{','.join(str(s) for s in t.shape)}]"
 
 
 def select(check_ids: Iterable[str] | None) -> list[str]:

@@ -14,13 +14,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from torchwise.inputs import DEFAULT_INT_BOUND, InputSpec
+from torchwise.inputs import (
+    COMPLEX_DTYPES,
+    DEFAULT_INT_BOUND,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    TORCH_DTYPE_NAMES,
+    InputSpec,
+)
 from torchwise.testgen.contract import Contract
 from torchwise.testgen.layout import INDENT, bracketed
 
-_FLOATS = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
-_INTS = {"i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64"}
-_COMPLEX = {"c64": "complex64", "c128": "complex128"}
+_FLOATS = {spec: TORCH_DTYPE_NAMES[spec] for spec in FLOAT_DTYPES}
+_INTS = {spec: TORCH_DTYPE_NAMES[spec] for spec in INT_DTYPES}
+_COMPLEX = {spec: TORCH_DTYPE_NAMES[spec] for spec in COMPLEX_DTYPES}
 
 
 @dataclass
