@@ -106,11 +106,25 @@ def is_model_call(call: F.CallEvent) -> bool:
 def is_seed(call: F.CallEvent) -> bool:
     """A call that seeds a global generator (a local ``torch.Generator`` does not)."""
     name = call.qualname or call.method or _called_name(call.node) or ""
+    if _restores_rng_state(name):
+        return True  # `torch.set_rng_state(state)`: the generators as the parent left them
     if "seed" not in name.lower():
         # A launcher or trainer handed the seed: `colossalai.launch(seed=...)`.
         return any(k.arg == "seed" for k in call.node.keywords)
     receiver = call.receiver_value
     return receiver is None or receiver.origin not in _LOCAL_GENERATORS
+
+
+def _restores_rng_state(name: str) -> bool:
+    """``torch.set_rng_state``, ``torch.cuda.set_rng_state_all``, ``random.setstate``,
+    ``numpy.random.set_state``, a helper named ``_set_rng_states``: a generator put
+    back in a state saved elsewhere (Lightning's launcher hands its workers the
+    parent's)."""
+    lowered = name.lower()
+    last = lowered.rsplit(".", 1)[-1]
+    if "rng_state" in last and ("set" in last or "restore" in last):
+        return True
+    return lowered in {"random.setstate", "numpy.random.set_state"}
 
 
 #: Module methods that compute nothing through the model.

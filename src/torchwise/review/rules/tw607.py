@@ -22,7 +22,8 @@ class SeedNotReachingSpawnedProcesses(Rule):
     Flags `torch.multiprocessing.spawn(fn, ...)` (and `start_processes`)
     called after the parent process seeds its generators or sets
     `cudnn.deterministic`, in a function or under `if __name__ ==
-    "__main__":`, when `fn` (and the project functions it calls) never seeds.
+    "__main__":`, when `fn` (and the project functions it calls) never seeds
+    nor restores a generator's state (`torch.set_rng_state(saved)`).
 
     ## Why is this bad?
     `spawn` starts fresh Python interpreters: each re-imports the script as a
