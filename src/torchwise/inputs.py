@@ -32,6 +32,8 @@ _DTYPE_ALIASES: dict[str, str] = {
     "i64": "i64", "int64": "i64", "long": "i64",
     "bool": "bool", "c64": "c64", "complex64": "c64", "c128": "c128", "complex128": "c128",
 }  # fmt: skip
+#: Every word that names a dtype: the spec spellings, torch's names and aliases.
+DTYPE_WORDS = frozenset(_DTYPE_ALIASES)
 #: The one dtype table: an input spec's dtype -> torch's name for it.
 TORCH_DTYPE_NAMES: dict[str, str] = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",

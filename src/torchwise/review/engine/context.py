@@ -410,20 +410,17 @@ def _raising_blocks(tree: ast.AST) -> list[tuple[int, int]]:
     for node in ast.walk(tree):
         if not isinstance(node, (ast.With, ast.AsyncWith)):
             continue
-        for item in node.items:
-            call = item.context_expr
-            func = call.func if isinstance(call, ast.Call) else None
-            name = (
-                func.attr
-                if isinstance(func, ast.Attribute)
-                else func.id
-                if isinstance(func, ast.Name)
-                else ""
-            )
-            if name in _RAISES:
-                blocks.append((node.lineno, node.end_lineno or node.lineno))
-                break
+        calls = [item.context_expr for item in node.items]
+        if any(isinstance(c, ast.Call) and _called(c.func) in _RAISES for c in calls):
+            blocks.append((node.lineno, node.end_lineno or node.lineno))
     return blocks
+
+
+def _called(func: ast.expr) -> str:
+    """``pytest.raises`` -> "raises", ``raises`` -> "raises"."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
 
 
 def _agreed_device(latest: Value, visible: list[Value]) -> Value:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
+from torchwise.inputs import DTYPE_WORDS
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
@@ -88,12 +89,6 @@ def _moves_device(call: ast.Call) -> bool:
     return not all(_names_a_dtype(ast.unparse(arg)) for arg in given)
 
 
-_DTYPES = frozenset(
-    {"float", "float16", "float32", "float64", "bfloat16", "half", "double", "long", "int",
-     "int8", "int16", "int32", "int64", "uint8", "bool", "complex64", "complex128"}
-)  # fmt: skip
-
-
 def _names_a_dtype(text: str) -> bool:
     """``torch.float32``, ``weight_dtype``, ``x.dtype``: a dtype, not a device."""
-    return "dtype" in text or text.rsplit(".", 1)[-1] in _DTYPES
+    return "dtype" in text or text.rsplit(".", 1)[-1] in DTYPE_WORDS
