@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.errors import TorchwiseError
+from torchwise.findings import Finding
 from torchwise.run.options import RunOptions, Target
 from torchwise.run.report import RunReport, merge
 
@@ -106,15 +107,17 @@ def run_script(
             encoding="utf-8",
         )
         output, stopped = _launch(spec, options, python or sys.executable, cwd)
-        results = [
-            json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(Path(out).glob("rank*.json"))
-        ]
+        results = _results(Path(out))
         findings = merge(results)
         if options.nproc > 1:
             from torchwise.run.crossrank import judge
 
-            findings = judge(findings, results, Path(out), options, timed_out=bool(stopped))
+            findings = judge(
+                findings, results, Path(out), options, world=options.nproc, timed_out=bool(stopped)
+            )
+        spawned = _spawned(Path(out), options, timed_out=bool(stopped))
+        findings = _joined(findings, [f for group, _ in spawned for f in group])
+        results += [rank for _, ranks in spawned for rank in ranks]
     if not results and not stopped:
         raise TorchwiseError(
             "the run ended without a result: the script's process died",
@@ -131,6 +134,38 @@ def run_script(
         output=output,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+def _results(directory: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(directory.glob("rank*.json"))
+    ]
+
+
+def _spawned(
+    out: Path, options: RunOptions, *, timed_out: bool
+) -> list[tuple[list[Finding], list[dict[str, Any]]]]:
+    """Per ``torch.multiprocessing.spawn`` call of the script: its processes' findings,
+    compared across them as torchrun's ranks are, and their results."""
+    from torchwise.run.crossrank import judge
+
+    groups = []
+    for directory in sorted(out.glob("spawn*"), key=lambda d: int(d.name[5:] or 0)):
+        ranks = _results(directory)
+        findings = merge(ranks)
+        if len(ranks) > 1:
+            world = max(int(r.get("world", 1)) for r in ranks)
+            findings = judge(findings, ranks, directory, options, world=world, timed_out=timed_out)
+        groups.append((findings, ranks))
+    return groups
+
+
+def _joined(first: list[Finding], second: list[Finding]) -> list[Finding]:
+    """Both lists, one finding per code and place (the first list's, when both have it)."""
+    taken = {(f.code, f.path, f.line) for f in first}
+    joined = first + [f for f in second if (f.code, f.path, f.line) not in taken]
+    return sorted(joined, key=lambda f: f.sort_key())
 
 
 def _command(spec: Path, options: RunOptions, python: str) -> list[str]:

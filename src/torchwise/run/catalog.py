@@ -134,6 +134,15 @@ def describe(code: str) -> CodeInfo | None:
     return found.info() if found is not None else None
 
 
+#: other ways to get what an option gives a check
+_OR = {"nproc": " or ranks started by `mp.spawn`"}
+
+
+def _needs(found: Check) -> str:
+    """What a check needs, in Markdown: "`--nproc` or ranks started by `mp.spawn`"."""
+    return f"`--{found.needs.replace('_', '-')}`{_OR.get(found.needs, '')}"
+
+
 def explain(code: str) -> str:
     """What ``torchwise run --explain CODE`` prints (Markdown)."""
     found = get_check(code)
@@ -143,7 +152,7 @@ def explain(code: str) -> str:
         raise TorchwiseError(
             f"no run check {code!r}", hint="`torchwise run --list-checks` lists every code"
         )
-    needs = f" Needs: `--{found.needs.replace('_', '-')}`." if found.needs else ""
+    needs = f" Needs: {_needs(found)}." if found.needs else ""
     return (
         f"# {found.code} {found.name}\n\n"
         f"Severity: {found.severity.value}. Family: {FAMILIES[found.family]}.{needs}\n\n"
@@ -155,7 +164,7 @@ def table() -> str:
     """One line per check: code, severity, name, summary."""
     lines = []
     for found in all_checks().values():
-        needs = f" (--{found.needs.replace('_', '-')})" if found.needs else ""
+        needs = f" ({_needs(found)})".replace("`", "") if found.needs else ""
         lines.append(
             f"{found.code} {found.severity.value:<7} {found.name:<38} {found.summary}{needs}"
         )
@@ -170,7 +179,7 @@ def markdown_index() -> str:
         members = [c for c in checks if c.family == family]
         lines += [f"### {title}", ""]
         for found in members:
-            needs = f" (needs `--{found.needs.replace('_', '-')}`)" if found.needs else ""
+            needs = f" (needs {_needs(found)})" if found.needs else ""
             lines += [
                 f"#### {found.code} {found.name}",
                 "",

@@ -24,7 +24,7 @@ import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -73,7 +73,7 @@ def execute(
         finally:
             instrumentation.uninstall()
             _restore(*saved)
-    return _result(session, exit_status)
+    return result_of(session, exit_status)
 
 
 @contextlib.contextmanager
@@ -114,7 +114,6 @@ def _restore(argv: list[str], path: list[str], cwd: str, modules: set[str]) -> N
 
 def _run(target: Target, session: Session) -> int | None:
     """Run the script; its exit status (None when the budget stopped it)."""
-    options = session.options
     if target.module is not None:
         sys.argv[:] = [target.module, *target.args]
         sys.path[0:1] = [os.getcwd()]
@@ -123,14 +122,24 @@ def _run(target: Target, session: Session) -> int | None:
         script = os.path.abspath(target.script)
         sys.argv[:] = [target.script, *target.args]
         sys.path[0:1] = [os.path.dirname(script)]
-    import torch
 
-    anomaly = torch.autograd.set_detect_anomaly(True) if options.detect_anomaly else None
-    try:
+    def body() -> None:
         if target.module is not None:
             runpy.run_module(target.module, run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(os.path.abspath(target.script or ""), run_name="__main__")
+
+    return run_guarded(session, body)
+
+
+def run_guarded(session: Session, body: Callable[[], object]) -> int | None:
+    """Call ``body`` (the user's code) as Python would run a script: its exit status
+    (None when the budget stopped it); a crash or a failing exit is a finding."""
+    import torch
+
+    anomaly = torch.autograd.set_detect_anomaly(True) if session.options.detect_anomaly else None
+    try:
+        body()
     except StopRun as stop:
         session.stopped_by = session.stopped_by or stop.reason
         return None
@@ -209,7 +218,8 @@ def _report_exit(session: Session, exit_: SystemExit, status: int) -> None:
     )
 
 
-def _result(session: Session, exit_status: int | None) -> dict[str, object]:
+def result_of(session: Session, exit_status: int | None) -> dict[str, object]:
+    """What the parent reads of one process's run (``rank<N>.json``)."""
     findings = _merged(session)
     passes = session.passes
     times = sorted(session.step_times)
@@ -248,13 +258,23 @@ def _merged(session: Session) -> list[Any]:
     return sorted(findings, key=lambda f: f.sort_key())
 
 
-def _stop_on_signal() -> None:
+def stop_on_signal(reason: str = "the time limit") -> None:
     """SIGTERM (the parent's time limit) ends the script as the budget would."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise StopRun("the time limit")
+        raise StopRun(reason)
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def release_process_group() -> None:
+    """Destroy the process group a stopped script left behind: gloo's threads, still
+    running when the interpreter exits, abort the process (status -6)."""
+    import torch.distributed as dist
+
+    with contextlib.suppress(Exception):
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,9 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     options = RunOptions.from_json(spec["options"])
     out = Path(spec["out"])
     rank, world = _rank()
-    _stop_on_signal()
+    stop_on_signal()
     result = execute(target, options, workdir=str(out), rank=rank, world=world)
     (out / f"rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
+    release_process_group()
     status = result["exit_status"]
     return status if isinstance(status, int) else 0
 

@@ -52,14 +52,15 @@ def judge(
     out: Path,
     options: RunOptions,
     *,
+    world: int,
     timed_out: bool,
 ) -> list[Finding]:
-    """``findings`` plus what comparing the ranks' records shows."""
+    """``findings`` plus what comparing the ``world`` ranks' records shows."""
     facts = {int(r.get("rank", 0)): r.get("facts", {}) for r in results}
     added: list[Finding] = []
     added += _overlapping_batches(facts)
     added += _diverging_parameters(facts)
-    added += _stuck_collectives(out, facts, options, timed_out=timed_out)
+    added += _stuck_collectives(out, facts, options, world=world, timed_out=timed_out)
     added += _saves_on_every_rank(facts)
     taken = {(f.code, f.path, f.line) for f in findings}
     merged = findings + [f for f in added if (f.code, f.path, f.line) not in taken]
@@ -186,9 +187,14 @@ def _where(events: list[dict[str, Any]], fact: dict[str, Any]) -> tuple[str, Sit
 
 
 def _stuck_collectives(
-    out: Path, facts: dict[int, dict[str, Any]], options: RunOptions, *, timed_out: bool
+    out: Path,
+    facts: dict[int, dict[str, Any]],
+    options: RunOptions,
+    *,
+    world: int,
+    timed_out: bool,
 ) -> list[Finding]:
-    ranks = sorted(set(range(options.nproc)) | set(facts))
+    ranks = sorted(set(range(world)) | set(facts))
     logs = {rank: _events(out, rank) for rank in ranks}
     stuck = [r for r in ranks if logs[r] and logs[r][-1]["phase"] in ("enter", "raised")]
     mismatch = _first_mismatch(logs)

@@ -15,6 +15,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchwise.run.monitors.loader import LoaderMonitor
+from torchwise.run.monitors.spawn import SpawnMonitor
 from torchwise.run.session import Session
 from torchwise.run.sites import user_site
 
@@ -67,11 +68,10 @@ class Instrumentation:
     def __init__(self, session: Session) -> None:
         self.session = session
         options = session.options
-        self.monitors: list[Monitor] = [
-            _Eager(session),
-            LoaderMonitor(session, record=options.checks),
-        ]
+        loaders = LoaderMonitor(session, record=options.checks)
+        self.monitors: list[Monitor] = [_Eager(session), loaders]
         self.judges: list[Any] = []
+        self.monitors.append(SpawnMonitor(session))
         if options.as_cuda:
             from torchwise.run.monitors.devices import DeviceMonitor
 
@@ -91,8 +91,6 @@ class Instrumentation:
         from torchwise.run.monitors.optim import OptimizerMonitor
         from torchwise.run.monitors.repro import ReproMonitor
 
-        loaders = self.monitors[-1]
-        assert isinstance(loaders, LoaderMonitor)
         modules = ModuleMonitor(session)
         optimizers = OptimizerMonitor(session, modules)
         data = DataMonitor(session, loaders, modules)

@@ -47,16 +47,22 @@ class RunReport:
 
     def summary(self) -> dict[str, object]:
         first = self.ranks[0] if self.ranks else {}
+        # with torch.multiprocessing.spawn the training happens in the spawned processes
+        spawned = [rank for rank in self.ranks if rank.get("spawned")]
+        worker = spawned[0] if spawned else first
         return {
             "target": self.target,
             "args": list(self.args),
-            "ranks": len(self.ranks) or self.options.nproc,
+            "ranks": len(spawned) or len(self.ranks) or self.options.nproc,
+            "spawned": bool(spawned),
             "steps": self.steps,
-            "training_passes": first.get("training_passes", 0),
-            "evaluation_passes": first.get("evaluation_passes", 0),
+            "training_passes": worker.get("training_passes", 0),
+            "evaluation_passes": worker.get("evaluation_passes", 0),
             "exit_status": first.get("exit_status"),
-            "stopped_by": self.stopped_by or first.get("stopped_by", ""),
-            "median_step_seconds": first.get("median_step_seconds"),
+            "stopped_by": self.stopped_by
+            or first.get("stopped_by", "")
+            or worker.get("stopped_by", ""),
+            "median_step_seconds": worker.get("median_step_seconds"),
             "wall_seconds": round(self.wall_seconds, 3),
             "as_cuda": self.options.as_cuda,
             "notes": sorted({n for rank in self.ranks for n in rank.get("notes", [])}),
@@ -66,6 +72,8 @@ class RunReport:
         """One line: what ran and how far (the text report's first line)."""
         s = self.summary()
         ranks = f" on {s['ranks']} ranks" if int(str(s["ranks"])) > 1 else ""
+        if s["spawned"]:
+            ranks = f" ({s['ranks']} spawned process{'es' * (int(str(s['ranks'])) != 1)})"
         cuda = " with a simulated GPU" if self.options.as_cuda else ""
         stopped = s["stopped_by"]
         how = f"stopped after {stopped}" if stopped else "ran to its end"
