@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from torchwise.isolation import run_isolated
 from torchwise.mcp import jobs
-from torchwise.project.isolation import run_isolated
 
 
 def test_review_of_a_large_tree_can_use_its_own_process_pool(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 The server (:mod:`torchwise.mcp.server`) confines every path and target to the
 workspace first and then runs one of these in a child process with a time limit
-(:mod:`torchwise.project.isolation`): a model's import, constructor and forward
+(:mod:`torchwise.isolation`): a model's import, constructor and forward
 are the user's code, and a review of a large tree can take long; either can be
 stopped without taking the server down. Each function receives absolute,
 already-checked paths and a ``progress(done, total, message)`` callback, and
@@ -79,7 +79,7 @@ def _resolve(
 ) -> Any:
     import json
 
-    from torchwise.project.isolation import import_from
+    from torchwise.isolation import import_from
     from torchwise.target import resolve_target
 
     import_from(Path.cwd())  # the worker runs in the workspace root
@@ -249,7 +249,7 @@ def write_tests(
     ``output`` (``"check"``) or write it there (``"write"``; ``output`` is a
     workspace path, checked by the server)."""
     require_torch("the MCP tool write_tests")
-    from torchwise.project.isolation import import_from
+    from torchwise.isolation import import_from
     from torchwise.testgen import write_tests as generate_tests
 
     import_from(root)

@@ -36,9 +36,9 @@ from pydantic import Field, ValidationError
 
 from torchwise import __version__
 from torchwise.errors import TorchwiseError
+from torchwise.isolation import Job, finish
 from torchwise.mcp import jobs
 from torchwise.mcp.workspace import Workspace
-from torchwise.project.isolation import Job, finish
 from torchwise.project.schema import (
     CheckpointContents,
     CheckpointScan,
@@ -51,6 +51,7 @@ from torchwise.project.schema import (
     RuleDoc,
     TestsResult,
 )
+from torchwise.project.workers import WORKER_PRELOAD
 
 DEFAULT_TIME_LIMIT = 300.0
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -95,7 +96,9 @@ class _Server:
         self, ctx: Context | None, function: Callable[..., Any], *args: Any, what: str
     ) -> Any:
         """Run ``function(*args, progress)`` in a worker; progress goes to the client."""
-        job = await anyio.to_thread.run_sync(Job, function, args, self.workspace.root)
+        job = await anyio.to_thread.run_sync(
+            Job, function, args, self.workspace.root, WORKER_PRELOAD
+        )
         doing = ""  # the job's last progress message: what it was doing if it is stopped
         try:
             with anyio.fail_after(self.time_limit):

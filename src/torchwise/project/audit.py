@@ -4,7 +4,7 @@ The phases run in order of cost and each is optional: the static knowledge
 (no user code), ``review`` over the code, ``ckpt scan`` (and ``ckpt inspect``
 of the files that scan safe) over the checkpoints, then, unless ``--no-import``,
 each top-level module class that can be built is built in a worker process
-(:mod:`torchwise.project.isolation`) and inspected and doctored there.
+(:mod:`torchwise.isolation`) and inspected and doctored there.
 Nothing is written into the project: no review cache, no ``__pycache__``.
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 from torchwise import __version__
 from torchwise.deps import TORCH_INSTALL_HINT, install_hint
 from torchwise.errors import TorchwiseError
+from torchwise.isolation import run_isolated
 from torchwise.project import evidence
 from torchwise.project.environment import distribution, torch_importable
-from torchwise.project.isolation import run_isolated
 from torchwise.project.knowledge import ProjectScan, scan_project
 from torchwise.project.measure import ModelTask, audit_model
 from torchwise.project.schema import (
@@ -32,6 +32,7 @@ from torchwise.project.schema import (
     ProjectReport,
     ReviewSummary,
 )
+from torchwise.project.workers import WORKER_PRELOAD
 
 #: Doctor's quick set for an audit: the checks that cost one or a few forwards. The
 #: full set adds bit-exact determinism, bf16 drift and torch.export/compile.
@@ -252,6 +253,7 @@ def _audit_one(module: ModuleClass, root: Path, options: AuditOptions) -> ModelA
             cwd=root,
             timeout=options.model_timeout,
             what=f"building and checking {module.name}",
+            preload=WORKER_PRELOAD,
         )
         return result
     except TorchwiseError as exc:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.errors import TorchwiseError, UserCodeError
+from torchwise.isolation import import_from
 from torchwise.project import evidence
-from torchwise.project.isolation import import_from
 from torchwise.project.schema import DoctorSummary, ModelAudit, ModuleClass
 
 Reporter = Callable[[float, "float | None", str], None]

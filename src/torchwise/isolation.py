@@ -8,9 +8,12 @@ the project sees a neutral ``sys.argv`` (a module that parses arguments at impor
 not read torchwise's), and whose stdout is its stderr (the parent's stdout
 carries a report or the MCP protocol).
 
-Children are forked from a *forkserver* that has already imported torch and the
-torchwise capabilities, so each job starts in milliseconds instead of paying for
-``import torch`` again (on platforms without forkserver, children are spawned).
+Children are forked from a *forkserver* that has already imported the modules
+the first job names (``preload``: torch and the capabilities the jobs use), so
+each job starts in milliseconds instead of paying for ``import torch`` again (on
+platforms without forkserver, children are spawned). The forkserver is one per
+process and starts with the first job, so the first job's ``preload`` is the one
+that counts; callers share theirs (``project.WORKER_PRELOAD``).
 A job sends ``("progress", done, total, message)`` messages while it runs and
 one ``("ok", result)`` or ``("error", kind, message)`` at the end.
 """
@@ -25,25 +28,12 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchwise.errors import TorchwiseError, UserCodeError
-
-#: Imported once in the forkserver, so forked jobs start warm. The warm-up comes first:
-#: it imports torch with its import warnings hidden (the forkserver's stderr is ours).
-PRELOAD = (
-    "torchwise.project.warmup",
-    "torch",
-    "torchwise.target",
-    "torchwise.model",
-    "torchwise.doctor",
-    "torchwise.review",
-    "torchwise.ckpt",
-    "torchwise.project.schema",
-)
 
 ProgressCallback = Callable[[float, float | None, str], None]
 
@@ -81,12 +71,12 @@ class Progress:
 _CONTEXT: Any = None
 
 
-def _context() -> Any:
+def _context(preload: Sequence[str]) -> Any:
     global _CONTEXT
     if _CONTEXT is None:
         if "forkserver" in multiprocessing.get_all_start_methods():
             _CONTEXT = multiprocessing.get_context("forkserver")
-            _CONTEXT.set_forkserver_preload(list(PRELOAD))
+            _CONTEXT.set_forkserver_preload(list(preload))
         else:  # pragma: no cover - Windows
             _CONTEXT = multiprocessing.get_context("spawn")
     return _CONTEXT
@@ -135,8 +125,14 @@ def _main_hidden() -> Iterator[None]:
 class Job:
     """One child process running ``function(*args, progress)``."""
 
-    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...], cwd: Path) -> None:
-        context = _context()
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        cwd: Path,
+        preload: Sequence[str] = ("torch",),
+    ) -> None:
+        context = _context(preload)
         self._receiver, sender = context.Pipe(duplex=False)
         self._process = context.Process(
             # Not a daemon: a job may start its own workers (review's process pool);
@@ -215,14 +211,16 @@ def run_isolated(
     timeout: float,
     what: str,
     on_progress: ProgressCallback | None = None,
+    preload: Sequence[str] = ("torch",),
 ) -> Any:
     """``function(*args, progress)`` in a child process; its result, or a TorchwiseError.
 
     ``function`` must be a module-level function (it is pickled by reference) and
-    its result picklable. Past ``timeout`` seconds the child is killed and
-    :class:`JobTimeout` says what was stopped.
+    its result picklable; ``preload`` names the modules the worker forkserver
+    imports before its first fork (see the module docstring). Past ``timeout``
+    seconds the child is killed and :class:`JobTimeout` says what was stopped.
     """
-    job = Job(function, args, cwd)
+    job = Job(function, args, cwd, preload)
     deadline = time.monotonic() + timeout
     partial: Any = None
     doing = ""  # the job's last progress message: what it was doing when stopped

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from torchwise.errors import TorchwiseError, UserCodeError
-from torchwise.project.isolation import JobCrashed, JobTimeout, run_isolated
+from torchwise.isolation import JobCrashed, JobTimeout, run_isolated
 
 
 def _work(value: int, progress: Any) -> dict[str, Any]:
