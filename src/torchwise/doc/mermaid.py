@@ -58,16 +58,9 @@ def choose_units(model: torch.nn.Module, max_nodes: int = MAX_NODES) -> list[str
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    import torch
+    from torchwise.tensortree import tensors_in  # torch is imported only once a model runs
 
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
+    return iter(tensors_in(value))
 
 
 def trace_flow(

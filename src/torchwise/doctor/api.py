@@ -25,10 +25,10 @@ from torchwise.doctor.options import Options, options_from
 from torchwise.doctor.preflight import validate_options
 from torchwise.doctor.report import CheckResult, Report, Status
 from torchwise.doctor.state import Snapshot
-from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import module_in_traceback
 from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.inputs import spec_dtype
+from torchwise.tensortree import tensors_in
 
 
 def describe(t: torch.Tensor) -> str:

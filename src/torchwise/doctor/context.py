@@ -33,10 +33,10 @@ from torch import nn
 from torchwise.doctor.options import Options
 from torchwise.doctor.outputs import auto_loss, is_pairwise, primary_output, returned_loss
 from torchwise.doctor.preflight import batched_input
-from torchwise.doctor.tensors import map_tensors, tensors_in
 from torchwise.doctor.trace import module_in_traceback
 from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.losses import LossChoice
+from torchwise.tensortree import map_tensors, tensors_in
 
 __all__ = [
     "LABEL_PARAMETERS",

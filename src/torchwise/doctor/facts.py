@@ -18,8 +18,8 @@ from torch import nn
 
 from torchwise.doctor.context import Context, primary_output, reseed_all
 from torchwise.doctor.state import Snapshot
-from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import call_order, frame_owner
+from torchwise.tensortree import tensors_in
 
 #: extra seeds a training step is repeated with before a parameter that got no gradient
 #: is called unused: layer drop / stochastic depth skip a layer in one step, not in four

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from torchwise.doctor.tensors import tensors_in
 from torchwise.errors import TorchwiseError
 from torchwise.losses import LossChoice, choose_loss
+from torchwise.tensortree import tensors_in
 
 
 def primary_output(out: Any) -> torch.Tensor:

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from torchwise.doctor.options import Options
-from torchwise.doctor.tensors import tensors_in
 from torchwise.errors import TorchwiseError
 from torchwise.losses import check_loss
+from torchwise.tensortree import tensors_in
 
 
 def validate_options(options: Options, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

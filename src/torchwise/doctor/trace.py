@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from torchwise.doctor.tensors import tensors_in
 from torchwise.hooks import ModuleCall, module_calls
+from torchwise.tensortree import tensors_in
 
 
 @dataclass

@@ -26,6 +26,7 @@ from torch import nn
 
 from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.losses import LossChoice, choose_loss
+from torchwise.tensortree import map_tensors, tensors_in
 from torchwise.tune.checkpointing import find_blocks
 from torchwise.tune.knobs import Facts, available_knobs, loader_knob
 from torchwise.tune.loader import LoaderSource, load_loader
@@ -45,7 +46,6 @@ from torchwise.tune.step import (
     TrainingStep,
     Workload,
     copy_model,
-    map_tensors,
     primary_output,
 )
 
@@ -309,8 +309,6 @@ def describe_workload(
 
 
 def _tensors(batch: Batch) -> list[torch.Tensor]:
-    from torchwise.tune.step import tensors_in
-
     return tensors_in((batch.args, batch.kwargs, batch.target))
 
 

@@ -37,9 +37,10 @@ from typing import Any
 
 import torch
 
+from torchwise.tensortree import map_tensors, tensors_in
 from torchwise.tune.memory import available_memory, live_training_state, measure_step_memory
 from torchwise.tune.stats import median
-from torchwise.tune.step import Batch, StepSettings, TrainingStep, Workload, map_tensors
+from torchwise.tune.step import Batch, StepSettings, TrainingStep, Workload
 from torchwise.units import duration, nbytes
 
 VERIFY_STEPS = 10
@@ -267,7 +268,6 @@ def resize_batch(batch: Batch, size: int, dim: int = 0) -> Batch:
 
 
 def batch_size_of(batch: Batch, dim: int = 0) -> int:
-    from torchwise.tune.step import tensors_in
 
     for tensor in tensors_in((batch.args, batch.kwargs)):
         if tensor.dim() > dim:

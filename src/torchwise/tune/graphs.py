@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from torchwise.errors import TorchwiseError
-from torchwise.tune.step import Batch, map_tensors, tensors_in
+from torchwise.tensortree import map_tensors, tensors_in
+from torchwise.tune.step import Batch
 
 if TYPE_CHECKING:
     from torchwise.tune.step import TrainingStep

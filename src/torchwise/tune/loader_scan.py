@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import torch
 
+from torchwise.tensortree import map_tensors
 from torchwise.tune.loader import LoaderSettings, LoaderSource, worker_candidates
 from torchwise.tune.session import Arm, ArmResult, SessionConfig, SessionResult, run_session
 from torchwise.tune.stats import Verdict
-from torchwise.tune.step import map_tensors
 
 
 @dataclass

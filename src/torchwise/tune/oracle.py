@@ -48,15 +48,14 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from torchwise.numerics import BF16, FP16, FP32, TF32, Band, Precision, Rounded, band, deviation
+from torchwise.tensortree import map_tensors, tensors_in
 from torchwise.tune.step import (
     Batch,
     StepSettings,
     TrainingStep,
     Workload,
     copy_model,
-    map_tensors,
     primary_output,
-    tensors_in,
 )
 
 #: Steps in a trajectory: enough for the update to show in the losses after it

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from torchwise.errors import TorchwiseError
+from torchwise.tensortree import map_tensors, tensors_in
 from torchwise.tune.optim import OptimizerSpec
 
 if TYPE_CHECKING:
@@ -81,28 +82,6 @@ class Workload:
     device: torch.device
     loader: LoaderSource | None = None
     name: str = "model"
-
-
-# -- small tensor-tree helpers -------------------------------------------------
-
-
-def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``fn`` applied to every tensor in nested tuples, lists and dicts."""
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, tuple):
-        return tuple(map_tensors(o, fn) for o in obj)
-    if isinstance(obj, list):
-        return [map_tensors(o, fn) for o in obj]
-    if isinstance(obj, Mapping):
-        return {k: map_tensors(v, fn) for k, v in obj.items()}
-    return obj
-
-
-def tensors_in(obj: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    map_tensors(obj, lambda t: found.append(t) or t)  # type: ignore[func-returns-value]
-    return found
 
 
 def primary_output(out: Any) -> torch.Tensor:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from torchwise.doctor.tensors import tensors_in
+from torchwise.tensortree import tensors_in
 
 
 def max_abs_diff(a: Any, b: Any) -> float:

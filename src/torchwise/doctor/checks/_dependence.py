@@ -19,8 +19,8 @@ from typing import Any, cast
 import torch
 
 from torchwise.doctor.context import Context, primary_output
-from torchwise.doctor.tensors import map_tensors
 from torchwise.doctor.trace import Trace, first_divergence, recording
+from torchwise.tensortree import map_tensors
 
 #: A tensor -> (own part, other part) split along the dim being tested; None if n/a.
 Split = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None]

@@ -26,7 +26,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchwise.doctor.tensors import tensors_in
+from torchwise.tensortree import tensors_in
 
 #: layer functions -> (positional index of the weight, of the bias); keywords by name
 LAYER_FUNCTIONS: dict[Callable[..., Any], tuple[int, int]] = {

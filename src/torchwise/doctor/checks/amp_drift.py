@@ -37,9 +37,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import Context, backward, primary_output
 from torchwise.doctor.report import Status
-from torchwise.doctor.tensors import map_tensors
 from torchwise.doctor.trace import Trace, recording
 from torchwise.numerics import amplification, relative_error, rounded, spread_error
+from torchwise.tensortree import map_tensors
 
 aten = torch.ops.aten
 

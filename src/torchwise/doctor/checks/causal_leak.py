@@ -15,7 +15,7 @@ import torch
 from torchwise.doctor.checks._dependence import grad_dependence, leaked, locate, perturbed
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.report import Status
-from torchwise.doctor.tensors import tensors_in
+from torchwise.tensortree import tensors_in
 
 
 @dataclass

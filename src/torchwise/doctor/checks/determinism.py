@@ -47,7 +47,6 @@ from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import Context, backward, reseed_all
 from torchwise.doctor.report import Status
 from torchwise.doctor.state import Snapshot
-from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import (
     Trace,
     first_divergence,
@@ -57,6 +56,7 @@ from torchwise.doctor.trace import (
     short_location,
 )
 from torchwise.numerics import reduction_tolerance
+from torchwise.tensortree import tensors_in
 
 #: kernel non-determinism is accepted up to this many reduction tolerances
 KERNEL_SLACK = 64.0

@@ -38,9 +38,9 @@ from torch.utils._pytree import tree_leaves
 
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.report import Status
-from torchwise.doctor.tensors import map_tensors, tensors_in
 from torchwise.doctor.trace import innermost_user_frame
 from torchwise.hooks import module_calls
+from torchwise.tensortree import map_tensors, tensors_in
 
 aten = torch.ops.aten
 #: Ops that legitimately take tensors on two devices: copies between devices, and

@@ -10,8 +10,8 @@ import torch
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import backward
 from torchwise.doctor.report import Status
-from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import first_nonfinite, recording
+from torchwise.tensortree import tensors_in
 
 
 @dataclass

@@ -20,9 +20,9 @@ from torchwise.doctor.checks._compare import relative_gap
 from torchwise.doctor.checks.base import Check, Run, Verdict
 from torchwise.doctor.context import primary_output
 from torchwise.doctor.report import Status
-from torchwise.doctor.tensors import tensors_in
 from torchwise.doctor.trace import Trace, recording
 from torchwise.hooks import ModuleCall, module_calls
+from torchwise.tensortree import tensors_in
 
 _MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
 #: dropout at or above this p warns: p is the probability of *dropping*
