@@ -108,6 +108,17 @@ def test_a_model_never_moved(run: Run) -> None:
     assert "cpu (8, 4)" in found[0]["data"]["tensors"]  # the weight
 
 
+def test_gpus_sets_the_simulated_device_count(run: Run) -> None:
+    source = """
+    import torch
+    assert torch.cuda.device_count() == 4, torch.cuda.device_count()
+    torch.cuda.set_device(3)
+    assert torch.zeros(1, device="cuda").device == torch.device("cuda:3")
+    """
+    assert run(source, as_cuda=True, gpus=4)["exit_status"] == 0
+    assert run(source, as_cuda=True)["exit_status"] == 1  # one GPU per rank by default
+
+
 def test_without_as_cuda_nothing_is_simulated(run: Run) -> None:
     source = """
     import torch

@@ -36,6 +36,11 @@ from torchwise.errors import ExitCode
     "hit on a GPU, on this CPU.",
 )  # fmt: skip
 @click.option(
+    "--gpus", type=click.IntRange(min=1), default=None,
+    help="With --as-cuda: how many GPUs torch.cuda.device_count() reports (default: one per "
+    "rank), for scripts that spawn one process per GPU.",
+)  # fmt: skip
+@click.option(
     "--nproc", type=click.IntRange(min=1), default=1, show_default=True,
     help="Run under torch.distributed.run with this many ranks (gloo on CPU).",
 )  # fmt: skip
@@ -63,6 +68,7 @@ def run(
     epochs: int,
     eval_batches: int,
     as_cuda: bool,
+    gpus: int | None,
     nproc: int,
     timeout: float,
     collective_timeout: float,
@@ -105,6 +111,8 @@ def run(
     from torchwise.run import RunOptions, run_script
     from torchwise.run.api import check_target
 
+    if gpus is not None and not as_cuda:
+        raise click.UsageError("--gpus sets the simulated GPUs: give --as-cuda too")
     require_torch("torchwise run")
     check_target(script, module)
     options = RunOptions(
@@ -112,6 +120,7 @@ def run(
         epochs=epochs,
         eval_batches=eval_batches,
         as_cuda=as_cuda,
+        gpus=gpus or 0,
         nproc=nproc,
         timeout=timeout,
         collective_timeout=collective_timeout,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 
-from torchwise.project.requirements import Requirement, normalise
+from torchwise.packaging import Requirement, normalise
 from torchwise.project.schema import Package, TorchRuntime
 
 #: Distribution name -> its role in a PyTorch project, in display order.

@@ -25,6 +25,8 @@ class RunOptions:
     eval_batches: int = 3
     #: make the script believe CUDA exists and track where every tensor would live
     as_cuda: bool = False
+    #: with ``as_cuda``: the GPUs ``torch.cuda.device_count()`` reports; 0 is one per rank
+    gpus: int = 0
     #: ranks under torch.distributed.run (gloo on CPU); 1 runs the script directly
     nproc: int = 1
     #: seconds for the whole run before it is stopped
@@ -46,6 +48,8 @@ class RunOptions:
 
         if self.steps < 1 or self.epochs < 1 or self.eval_batches < 1:
             raise TorchwiseError("--steps, --epochs and --eval-batches must be at least 1")
+        if self.gpus < 0:
+            raise TorchwiseError("--gpus must be at least 1")
         if self.nproc < 1:
             raise TorchwiseError("--nproc must be at least 1")
         if self.timeout <= 0 or self.collective_timeout <= 0:

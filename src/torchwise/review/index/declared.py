@@ -1,9 +1,10 @@
 """The torch versions a project declares, from its packaging files.
 
-Read (never executed) from the nearest directory, walking up from a source
-file, that declares a ``torch`` requirement in ``pyproject.toml`` (PEP 621
-``dependencies`` and optional dependencies, Poetry), ``requirements*.txt``,
-``setup.cfg`` or ``setup.py`` (its string literals). ``torch==1.13.1`` means
+Read (never executed, by :mod:`torchwise.packaging`) from the nearest
+directory, walking up from a source file, that declares a ``torch`` requirement
+in ``pyproject.toml`` (PEP 621 dependencies, optional dependencies and
+dependency groups, Poetry), ``setup.cfg``, ``setup.py`` (its literal
+requirement lists) or ``requirements*.txt``. ``torch==1.13.1`` means
 1.13 only; ``torch>=2.1,<2.6`` 2.1 up to 2.5; ``~=2.1`` and Poetry's ``^2.1``
 2.x from 2.1. An unpinned ``torch`` says nothing.
 """
@@ -13,17 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from torchwise.packaging import requirements_in
 from torchwise.review.index.records import TorchRange
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
-_REQUIREMENT = re.compile(
-    r"""(?:^|["'\s,\[])torch\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:[<>=!~^]=?\s*[\w.*]+\s*,?\s*)*)""",
-    re.M,
-)
 _CLAUSE = re.compile(r"(?P<op>===|==|>=|<=|~=|!=|>|<|\^)\s*(?P<version>\d+(?:\.\d+)*)")
 _FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 
@@ -62,48 +55,13 @@ def packaging_files(directory: Path) -> list[Path]:
 def declared_in(directory: Path) -> TorchRange | None:
     """The torch range declared by the packaging files of one directory."""
     for path in packaging_files(directory):
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        if not path.is_file():
             continue
-        if "torch" not in text:
-            continue
-        found = _from_pyproject(text) if path.name == "pyproject.toml" else _from_text(text)
-        if found is not None:
-            return TorchRange(found.minimum, found.below, f"{path.name}")
-    return None
-
-
-def _from_text(text: str) -> TorchRange | None:
-    for line in text.splitlines():
-        line = line.split("#", 1)[0]
-        for match in _REQUIREMENT.finditer(line):
-            found = parse_spec(match.group("spec"))
+        requirements, _ = requirements_in(path, path.name)
+        for requirement in requirements:
+            found = parse_spec(requirement.spec) if requirement.name == "torch" else None
             if found is not None:
-                return found
-    return None
-
-
-def _from_pyproject(text: str) -> TorchRange | None:
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
-        return _from_text(text)
-    project = data.get("project", {})
-    requirements: list[str] = list(project.get("dependencies", []) or [])
-    for extra in (project.get("optional-dependencies", {}) or {}).values():
-        requirements += list(extra or [])
-    for requirement in requirements:
-        if isinstance(requirement, str):
-            found = _from_text(requirement)
-            if found is not None:
-                return found
-    poetry = data.get("tool", {}).get("poetry", {}).get("dependencies", {})
-    spec = poetry.get("torch") if isinstance(poetry, dict) else None
-    if isinstance(spec, dict):
-        spec = spec.get("version")
-    if isinstance(spec, str):
-        return parse_spec(spec)
+                return TorchRange(found.minimum, found.below, path.name)
     return None
 
 

@@ -50,7 +50,7 @@ def refused_content(load: F.LoadFacts, ctx: Context) -> str | None:
         if same_file and save.whole in REFUSED:
             return f"{REFUSED[save.whole]} (written by `torch.save` at {shown})"
         if same_file or name is None or save.file_name is None:
-            for key in load.keys:
+            for key in sorted(load.keys):  # a set: sorted, so the message is stable
                 kind = save.keys.get(key)
                 if kind in REFUSED:
                     return f"{REFUSED[kind]} (saved under {key!r} by `torch.save` at {shown})"

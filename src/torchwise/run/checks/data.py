@@ -166,6 +166,55 @@ class LabelsOutOfRange:
     """
 
 
+@check("TWR305", "cross-entropy-over-one-class", Severity.ERROR)
+class CrossEntropyOverOneClass:
+    """`cross_entropy` gets an output with a single class: the loss is always 0.
+
+    ## What it does
+    Reports `cross_entropy` (and `nn.CrossEntropyLoss`) called with an output
+    of shape `(N, 1, ...)`: one logit per sample, as a binary classifier or a
+    regression head produces.
+
+    ## Why is this bad?
+    The softmax of a single logit is 1 whatever the logit, so the loss is 0
+    for every input and every target (a class index, which can only be 0, or a
+    probability), and no gradient reaches the model: training runs, prints a
+    loss of 0, and learns nothing. A one-logit binary classifier needs
+    `binary_cross_entropy_with_logits`; a regression head, `mse_loss`; a
+    classifier, one output per class.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8, 1)).float()
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8, 1)).float()
+        loss = nn.functional.binary_cross_entropy_with_logits(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+    """
+
+
 @check("TWR304", "same-batch-every-step", Severity.WARNING)
 class SameBatchEveryStep:
     """Every training step gets the same batch.

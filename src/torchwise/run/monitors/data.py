@@ -1,9 +1,10 @@
-"""What the data and the loss do (TWR301, TWR302, TWR303, TWR304).
+"""What the data and the loss do (TWR301, TWR302, TWR303, TWR304, TWR305).
 
 - TWR302 and TWR303 wrap the functional losses (which the ``nn.*Loss`` modules
   call): a regression loss whose input and target broadcast to a larger shape
   (``(N, 1)`` against ``(N,)`` gives ``(N, N)``), class indices outside
-  ``[0, C)``, binary targets outside ``[0, 1]``. A hand-written loss is checked
+  ``[0, C)``, binary targets outside ``[0, 1]``; TWR305, ``cross_entropy`` over an
+  output with one class (its loss is 0 whatever it gets). A hand-written loss is checked
   from its autograd graph: an elementwise node that turns the model's ``(N, 1)``
   or ``(N,)`` output into ``(N, N)`` against a target that needs no gradient.
 - TWR301 and TWR304 judge the DataLoader passes at the end: a training loader
@@ -112,6 +113,16 @@ class DataMonitor:
     def _class_range(
         self, name: str, output: torch.Tensor, target: torch.Tensor, ignore: Any
     ) -> None:
+        if name == "cross_entropy" and output.dim() >= 2 and output.shape[1] == 1:
+            self.session.report(
+                "TWR305",
+                user_site(),
+                f"cross_entropy gets an output of shape {tuple(output.shape)}: one class, "
+                "so the softmax is 1 and the loss 0 whatever the target, and no gradient "
+                "flows (one logit needs binary_cross_entropy_with_logits or mse_loss)",
+                evidence={"input": tuple(output.shape), "target": tuple(target.shape)},
+            )
+            return
         if target.is_floating_point() or target.dtype == torch.bool or output.dim() == 0:
             return  # probabilities, or torch's own error
         classes = output.shape[1] if output.dim() >= 2 else output.shape[0]

@@ -136,7 +136,8 @@ class DeviceMonitor:
     def __init__(self, session: Session) -> None:
         self.session = session
         rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
-        self.cuda = SimulatedCuda(session.patches, max(session.world, 1), rank)
+        count = session.options.gpus or max(session.world, 1)
+        self.cuda = SimulatedCuda(session.patches, count, rank)
         self.mode = _SimulatedDevices(self)
         self.determinism = DeterminismJudge(session)
         #: creation line -> the steps at which a tensor made there moved to the GPU
