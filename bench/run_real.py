@@ -25,11 +25,13 @@ Prints Markdown tables (the run section of docs/benchmarks.md) and, with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +51,9 @@ REPOS = {
     "karpathy/ng-video-lecture": "52201428ed7b46804849dea0b3ccf0de9df1a5c3",
     "devnag/pytorch-generative-adversarial-networks": "26db8c9fec86817d9211d2c0a424b48b14d5a0e0",
     "rasbt/LLMs-from-scratch": "",  # filled from the mirror's HEAD (recorded in the output)
+    "aws-samples/awsome-distributed-training": "6b3b0363ca49cad5a9c9bdcf2a80ffa3ef326388",
+    "wangkuiyi/pytorch-distributed-tutorials": "4a918a5d8b72426de82ef4d9ac67f3146b9574ab",
+    "xuqi220/pytorch-distributed-training": "ef5b6ecf25b72ef9e40d56ac5a26707a0274fb2d",
 }
 
 Maker = Callable[[Path], None]
@@ -74,6 +79,12 @@ class Script:
     args: tuple[str, ...] = ()
     as_cuda: bool = False
     nproc: int = 1
+    #: simulated GPUs (with as_cuda): 0 is one per rank
+    gpus: int = 0
+    #: files a run leaves that change the next one (a snapshot it resumes from): deleted first
+    fresh: tuple[str, ...] = ()
+    #: the script listens on a fixed port: two copies of it never run at once
+    fixed_port: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,25 @@ SCRIPTS = (
         as_cuda=True,
         nproc=2,
     ),
+    Script(
+        "aws-cpu-ddp",
+        "aws-samples/awsome-distributed-training",
+        "3.test_cases/pytorch/cpu-ddp/ddp.py",
+        args=("2", "1", "--batch_size", "32", "--checkpoint_path", "./snap.pt"),
+        nproc=2,
+        fresh=("snap.pt",),
+    ),
+    # two scripts that start their own ranks with torch.multiprocessing.spawn
+    Script("spawn-cpu", "wangkuiyi/pytorch-distributed-tutorials", "ddp-cpu.py", fixed_port=True),
+    Script(
+        "spawn-per-gpu",
+        "xuqi220/pytorch-distributed-training",
+        "ddp_mp.py",
+        args=("--max_epochs", "2"),
+        as_cuda=True,
+        gpus=2,
+        fixed_port=True,
+    ),
 )
 
 
@@ -145,6 +175,10 @@ def extract(mirror: Path, script: Script, into: Path) -> Path:
     return path
 
 
+#: per script with a fixed port: held while one copy of it runs
+_PORTS: dict[str, threading.Lock] = {}
+_UNLOCKED = contextlib.nullcontext()
+
 #: the scripts' environment: one thread each (two runs share the machine), no plot windows
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
 
@@ -153,13 +187,16 @@ def run_one(
     script: Script, path: Path, *, checks: bool = True, anomaly: bool = False, steps: int = 5
 ) -> dict[str, Any]:
     """One run in the script's directory; its findings and summary as plain data."""
+    for name in script.fresh:
+        (path.parent / name).unlink(missing_ok=True)
     options = RunOptions(
-        steps=steps, as_cuda=script.as_cuda, nproc=script.nproc, checks=checks,
+        steps=steps, as_cuda=script.as_cuda, gpus=script.gpus, nproc=script.nproc, checks=checks,
         detect_anomaly=anomaly, timeout=600, collective_timeout=20, script_output="capture",
         extra_env=ENV,
     )  # fmt: skip
     started = time.perf_counter()
-    report = run_script(path, script.args, options=options, cwd=path.parent)
+    with _PORTS.setdefault(script.name, threading.Lock()) if script.fixed_port else _UNLOCKED:
+        report = run_script(path, script.args, options=options, cwd=path.parent)
     return {
         "findings": [
             {"code": f.code, "line": f.line, "severity": f.severity.value,
@@ -185,7 +222,7 @@ OVERHEAD_STEPS = 10
 REPEATS = 2
 
 
-def clean_runs(mirror: Path, jobs: int) -> dict[str, dict[str, Any]]:
+def clean_runs(mirror: Path, jobs: int, names: set[str]) -> dict[str, dict[str, Any]]:
     def one(script: Script) -> tuple[str, dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="run-real-") as tmp:
             path = extract(mirror, script, Path(tmp))
@@ -203,7 +240,7 @@ def clean_runs(mirror: Path, jobs: int) -> dict[str, dict[str, Any]]:
         return script.name, {"checked": checked, "plain": plain}
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return dict(pool.map(one, SCRIPTS))
+        return dict(pool.map(one, [s for s in SCRIPTS if s.name in names]))
 
 
 #: (old, new) edits per plant; ``at`` is text on the line the finding belongs at
@@ -244,6 +281,17 @@ PLANTS = (
     Plant("ddp-toy", "TWR601", "every rank gets the whole dataset", "sampler=DistributedSampler(train_ds)  # NEW", "sampler=DistributedSampler(train_ds, num_replicas=1, rank=0)", "    train_loader = DataLoader("),
     Plant("ddp-toy", "TWR301", "set_epoch deleted", "        train_loader.sampler.set_epoch(epoch)\n", "", "for features, labels in train_loader:"),
     Plant("ddp-toy", "TWR602", "forward through the unwrapped module", "            logits = model(features)", "            logits = model.module(features)", "optimizer.step()"),
+    Plant("aws-cpu-ddp", "TWR601", "every rank gets the whole dataset", "sampler=DistributedSampler(dataset)", "sampler=DistributedSampler(dataset, num_replicas=1, rank=0)", "    return DataLoader("),
+    Plant("aws-cpu-ddp", "TWR301", "set_epoch deleted", "        self.train_data.sampler.set_epoch(epoch)\n", "", "for source, targets in self.train_data:"),
+    Plant("aws-cpu-ddp", "TWR603", "barrier inside the rank-0 save", "        torch.save(snapshot, self.snapshot_path)\n", "        if self.rank == \"0\":\n            torch.save(snapshot, self.snapshot_path)\n            torch.distributed.barrier()\n", "torch.distributed.barrier()"),
+    # mp.spawn'd ranks (no --nproc)
+    Plant("spawn-cpu", "TWR602", "model not wrapped in DDP", "    model = torch.nn.parallel.DistributedDataParallel(fc)", "    model = fc", "        opt.step()"),
+    Plant("spawn-cpu", "TWR603", "loss all-reduced on rank 0 only", "        opt.step()\n", "        opt.step()\n        if rank == 0:\n            torch.distributed.all_reduce(l.detach())\n", "torch.distributed.all_reduce(l.detach())"),
+    Plant("spawn-cpu", "TWR606", "checkpoint written by every rank", "        opt.step()\n", "        opt.step()\n        if x % 5 == 0:\n            torch.save(fc.state_dict(), 'fc.pt')\n", "torch.save(fc.state_dict(), 'fc.pt')"),
+    Plant("spawn-per-gpu", "TWR601", "every rank gets the whole dataset", "td = DistributedSampler(train_dataset)", "td = DistributedSampler(train_dataset, num_replicas=1, rank=0)", "    train_dataloader = DataLoader(train_dataset,"),
+    Plant("spawn-per-gpu", "TWR301", "set_epoch deleted", "        self.train_dataloader.sampler.set_epoch(epoch)\n", "", "for x, y in self.train_dataloader:"),
+    # (not the inputs: DDP with device_ids moves them to its device itself)
+    Plant("spawn-per-gpu", "TWR401", "targets not moved to the GPU", "            y = y.to(self.gpu_id)\n", "", "loss = F.cross_entropy(y_, y)"),
 )  # fmt: skip
 
 
@@ -265,7 +313,7 @@ def _caught(result: dict[str, Any], code: str, line: int, file: str) -> bool:
     )
 
 
-def plant_runs(mirror: Path, jobs: int) -> list[dict[str, Any]]:
+def plant_runs(mirror: Path, jobs: int, names: set[str]) -> list[dict[str, Any]]:
     scripts = {script.name: script for script in SCRIPTS}
 
     def one(plant: Plant) -> dict[str, Any]:
@@ -289,7 +337,7 @@ def plant_runs(mirror: Path, jobs: int) -> list[dict[str, Any]]:
         }
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, PLANTS))
+        return list(pool.map(one, [p for p in PLANTS if p.script in names]))
 
 
 def _peer(result: dict[str, Any], line: int, file: str) -> str:
@@ -360,11 +408,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--only", choices=("clean", "plants", "all"), default="all")
+    parser.add_argument("--scripts", nargs="+", help="only these scripts (and their plants)")
     args = parser.parse_args()
     started = time.perf_counter()
     commits = {repo: commit or _head(args.mirror, repo) for repo, commit in REPOS.items()}
-    clean = clean_runs(args.mirror, args.jobs) if args.only != "plants" else {}
-    plants = plant_runs(args.mirror, args.jobs) if args.only != "clean" else []
+    names = set(args.scripts or [script.name for script in SCRIPTS])
+    clean = clean_runs(args.mirror, args.jobs, names) if args.only != "plants" else {}
+    plants = plant_runs(args.mirror, args.jobs, names) if args.only != "clean" else []
     print(f"uptime: {os.getloadavg()}; {time.perf_counter() - started:.0f} s\n")
     print(report(clean, plants))
     if args.out is not None:
