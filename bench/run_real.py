@@ -54,6 +54,7 @@ REPOS = {
     "aws-samples/awsome-distributed-training": "6b3b0363ca49cad5a9c9bdcf2a80ffa3ef326388",
     "wangkuiyi/pytorch-distributed-tutorials": "4a918a5d8b72426de82ef4d9ac67f3146b9574ab",
     "xuqi220/pytorch-distributed-training": "ef5b6ecf25b72ef9e40d56ac5a26707a0274fb2d",
+    "karpathy/llama2.c": "350e04fe35433e6d2941dce5a1f53308f87058eb",
 }
 
 Maker = Callable[[Path], None]
@@ -68,6 +69,28 @@ def _shakespeare(directory: Path) -> None:
         "accused of folly. I shall tell you a pretty tale: it may be you have heard it.",
     ]
     (directory / "input.txt").write_text("\n".join(lines * 150) + "\n", encoding="utf-8")
+
+
+def _token_shards(directory: Path) -> None:
+    """data/tok512/data0N.bin: raw uint16 token ids, as llama2.c's pretokenize writes them
+    (shard 0 is its validation split, the rest its training split)."""
+    import numpy as np
+
+    shards = directory / "data" / "tok512"
+    shards.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for number in range(3):
+        tokens = rng.integers(0, 512, size=20_000, dtype=np.uint16)
+        tokens.tofile(shards / f"data{number:02d}.bin")
+
+
+#: llama2.c's train.py at a size that runs in seconds on a CPU
+LLAMA2C_ARGS = (
+    "--compile=False", "--dtype=float32", "--vocab_source=custom", "--vocab_size=512",
+    "--batch_size=4", "--max_seq_len=64", "--dim=64", "--n_layers=2", "--n_heads=4",
+    "--n_kv_heads=4", "--gradient_accumulation_steps=2", "--max_iters=20",
+    "--eval_interval=2", "--eval_iters=2", "--warmup_iters=1", "--always_save_checkpoint=True",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -100,6 +123,8 @@ class Plant:
     at: str
     #: further (old, new) edits of the same bug
     more: tuple[tuple[str, str], ...] = field(default=())
+    #: the file patched (and where the finding belongs), beside the script; "" is the script
+    file: str = ""
 
 
 NLP = "graykode/nlp-tutorial"
@@ -125,6 +150,15 @@ SCRIPTS = (
         "ddp-toy",
         "rasbt/LLMs-from-scratch",
         "appendix-A/01_main-chapter-code/DDP-script-torchrun.py",
+        as_cuda=True,
+        nproc=2,
+    ),
+    Script(
+        "llama2c",
+        "karpathy/llama2.c",
+        "train.py",
+        _token_shards,
+        args=LLAMA2C_ARGS,
         as_cuda=True,
         nproc=2,
     ),
@@ -284,6 +318,10 @@ PLANTS = (
     Plant("aws-cpu-ddp", "TWR601", "every rank gets the whole dataset", "sampler=DistributedSampler(dataset)", "sampler=DistributedSampler(dataset, num_replicas=1, rank=0)", "    return DataLoader("),
     Plant("aws-cpu-ddp", "TWR301", "set_epoch deleted", "        self.train_data.sampler.set_epoch(epoch)\n", "", "for source, targets in self.train_data:"),
     Plant("aws-cpu-ddp", "TWR603", "barrier inside the rank-0 save", "        torch.save(snapshot, self.snapshot_path)\n", "        if self.rank == \"0\":\n            torch.save(snapshot, self.snapshot_path)\n            torch.distributed.barrier()\n", "torch.distributed.barrier()"),
+    Plant("llama2c", "TWR601", "every rank seeded as rank 0", "        rank = dist.get_rank() if dist.is_initialized() else 0\n", "        rank = 0\n", "        dl = torch.utils.data.DataLoader(", file="tinystories.py"),
+    Plant("llama2c", "TWR602", "forward through the unwrapped model", "            logits = model(X, Y)", "            logits = raw_model(X, Y)", "    scaler.step(optimizer)"),
+    Plant("llama2c", "TWR603", "loss all-reduced in the master-only log", "        lossf = loss.item() * gradient_accumulation_steps\n", "        torch.distributed.all_reduce(loss.detach())\n        lossf = loss.item() * gradient_accumulation_steps\n", "torch.distributed.all_reduce(loss.detach())"),
+    Plant("llama2c", "TWR606", "evaluation and checkpoint on every rank", "    if iter_num % eval_interval == 0 and master_process:", "    if iter_num % eval_interval == 0:", "torch.save(checkpoint, os.path.join(out_dir, \"ckpt.pt\"))"),
     # mp.spawn'd ranks (no --nproc)
     Plant("spawn-cpu", "TWR602", "model not wrapped in DDP", "    model = torch.nn.parallel.DistributedDataParallel(fc)", "    model = fc", "        opt.step()"),
     Plant("spawn-cpu", "TWR603", "loss all-reduced on rank 0 only", "        opt.step()\n", "        opt.step()\n        if rank == 0:\n            torch.distributed.all_reduce(l.detach())\n", "torch.distributed.all_reduce(l.detach())"),
@@ -320,7 +358,8 @@ def plant_runs(mirror: Path, jobs: int, names: set[str]) -> list[dict[str, Any]]
         script = scripts[plant.script]
         with tempfile.TemporaryDirectory(prefix="run-plant-") as tmp:
             path = extract(mirror, script, Path(tmp))
-            line = patched(path, plant)
+            target = path.parent / plant.file if plant.file else path
+            line = patched(target, plant)
             ours = run_one(script, path)
             plain = run_one(script, path, checks=False)
             anomaly = run_one(script, path, checks=False, anomaly=True)
@@ -329,10 +368,10 @@ def plant_runs(mirror: Path, jobs: int, names: set[str]) -> list[dict[str, Any]]
             "code": plant.code,
             "what": plant.what,
             "line": line,
-            "caught": _caught(ours, plant.code, line, path.name),
+            "caught": _caught(ours, plant.code, line, target.name),
             "found": [f"{f['code']}@{f['line']}" for f in ours["findings"]],
-            "plain": _peer(plain, line, path.name),
-            "anomaly": _peer(anomaly, line, path.name),
+            "plain": _peer(plain, line, target.name),
+            "anomaly": _peer(anomaly, line, target.name),
             "seconds": ours["seconds"],
         }
 

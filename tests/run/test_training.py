@@ -272,3 +272,44 @@ def test_a_frozen_table_does_not_split_a_detached_encoder(run: Run) -> None:
     """
     found = [(f["code"], f["severity"], f["line"]) for f in run(source)["findings"]]
     assert found == [("TWR102", "warning", 25)]  # memory = self.encoder(ids)
+
+
+ENDLESS = """
+import itertools
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for _ in itertools.count():
+            yield torch.randn(4), torch.randn(1)
+
+
+def batches():
+    for x, y in DataLoader(Stream(), batch_size=8):
+        yield x, y
+
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+stream = batches()
+for step in range(1000):
+    x, y = next(stream)  # an endless stream: the script never expects it to end
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_next_on_an_endless_loader_the_budget_ended_is_the_budget(run: Run) -> None:
+    result = run(ENDLESS, steps=3)
+    assert result["exit_status"] is None and result["steps"] == 3
+    assert codes(result) == []
+
+
+def test_a_stop_iteration_of_the_scripts_own_is_still_a_crash(run: Run) -> None:
+    result = run("first = next(iter([]))\n")
+    assert codes(result) == ["TWR001"]

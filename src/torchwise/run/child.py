@@ -152,12 +152,31 @@ def run_guarded(session: Session, body: Callable[[], object]) -> int | None:
         session.stopped_by = "interrupted"
         return int(ExitCode.INTERRUPTED)
     except BaseException as exc:  # the user's code raised: that is a finding
+        if _read_past_the_budget(session, exc):
+            session.stopped_by = session.stopped_by or "the training pass's steps"
+            return None
         _report_crash(session, exc)
         return 1
     finally:
         if anomaly is not None:
             torch.autograd.set_detect_anomaly(False)
     return 0
+
+
+def _read_past_the_budget(session: Session, exc: BaseException) -> bool:
+    """Whether ``exc`` is the script reading on from a loader the budget ended.
+
+    A script that draws batches with ``next()`` from an endless loader (an
+    iterable dataset, or a generator over one: ``X, Y = next(batches)``) expects
+    it never to end, so the end of a pass by the budget reaches it as
+    ``StopIteration`` (or, through a generator, PEP 479's ``RuntimeError``). That
+    is the budget stopping the run, not a crash of the script's.
+    """
+    stop = exc if isinstance(exc, StopIteration) else None
+    if isinstance(exc, RuntimeError) and isinstance(exc.__cause__, StopIteration):
+        stop = exc.__cause__
+    last = session.last_ended
+    return stop is not None and last is not None and last.ended_by == "budget"
 
 
 def _status(code: object) -> int:

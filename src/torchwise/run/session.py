@@ -113,6 +113,7 @@ class Session:
         self.findings: dict[tuple[str, str, int], Finding] = {}
         self.passes: list[Pass] = []
         self.active: list[Pass] = []
+        self.last_ended: Pass | None = None  # the pass that ended most recently
         self.backwards = 0
         self.steps = 0
         self.loose_steps = 0  # steps made outside any DataLoader pass
@@ -174,6 +175,7 @@ class Session:
         if ended.ended_by:
             return
         ended.ended_by = how
+        self.last_ended = ended
         if ended in self.active:
             self.active.remove(ended)
         self.emit("pass_end", ended)
