@@ -319,7 +319,9 @@ PLANTS = (
     Plant("aws-cpu-ddp", "TWR301", "set_epoch deleted", "        self.train_data.sampler.set_epoch(epoch)\n", "", "for source, targets in self.train_data:"),
     Plant("aws-cpu-ddp", "TWR603", "barrier inside the rank-0 save", "        torch.save(snapshot, self.snapshot_path)\n", "        if self.rank == \"0\":\n            torch.save(snapshot, self.snapshot_path)\n            torch.distributed.barrier()\n", "torch.distributed.barrier()"),
     Plant("llama2c", "TWR601", "every rank seeded as rank 0", "        rank = dist.get_rank() if dist.is_initialized() else 0\n", "        rank = 0\n", "        dl = torch.utils.data.DataLoader(", file="tinystories.py"),
-    Plant("llama2c", "TWR602", "forward through the unwrapped model", "            logits = model(X, Y)", "            logits = raw_model(X, Y)", "    scaler.step(optimizer)"),
+    # (not the forward through raw_model: then rank 0's evaluation forward through DDP
+    # broadcasts buffers that rank 1 never joins, and the run reports that hang at line 221)
+    Plant("llama2c", "TWR602", "gradient sync off by one (never on)", "model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1", "model.require_backward_grad_sync = micro_step == gradient_accumulation_steps", "    scaler.step(optimizer)"),
     Plant("llama2c", "TWR603", "loss all-reduced in the master-only log", "        lossf = loss.item() * gradient_accumulation_steps\n", "        torch.distributed.all_reduce(loss.detach())\n        lossf = loss.item() * gradient_accumulation_steps\n", "torch.distributed.all_reduce(loss.detach())"),
     Plant("llama2c", "TWR606", "evaluation and checkpoint on every rank", "    if iter_num % eval_interval == 0 and master_process:", "    if iter_num % eval_interval == 0:", "torch.save(checkpoint, os.path.join(out_dir, \"ckpt.pt\"))"),
     # mp.spawn'd ranks (no --nproc)

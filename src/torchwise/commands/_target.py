@@ -23,11 +23,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., object])
 
-TARGET_HELP = (
-    "TARGET is path/to/file.py:Name, package.module:Name, zoo:NAME, hf:NAME (a transformers "
-    "or diffusers class), timm:NAME, or a model named in [tool.torchwise.models.NAME]; "
-    "see docs/targets.md."
-)
 INPUT_HELP = (
     "Input specs for forward's arguments, once per argument or comma-separated: "
     "'f32[8,3,224,224]', 'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}', "

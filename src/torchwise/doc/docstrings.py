@@ -35,7 +35,6 @@ KNOWN_SECTIONS = frozenset(
 )  # fmt: skip
 _ALIASES = {"arguments": "Args", "parameters": "Args", "params": "Args", "return": "Returns"}
 ENTRY_SECTIONS = ("Args", "Attributes", "Returns")
-OWNED_SECTIONS = ("Shape", "Complexity", "Train and eval", "Example")
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z ]*?)\s*::?\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}[A-Za-z_][\w.]*)\s*")
 INDENT = "    "

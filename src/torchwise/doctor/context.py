@@ -330,11 +330,6 @@ class Context:
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
                 module.train()
 
-    def forward_current(self) -> Any:
-        """A forward with fresh inputs that leaves the modules' modes as they are."""
-        args, kwargs = self.fresh_inputs()
-        return self.model(*args, **kwargs)
-
     def reseed(self) -> None:
         """Reset every RNG (torch, CUDA, numpy, python) so compared runs draw the same."""
         reseed_all(self.options.seed)

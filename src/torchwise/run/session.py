@@ -208,10 +208,6 @@ class Session:
             if count >= self.options.steps * self.options.epochs:
                 self.stop(f"{count} optimizer steps outside a DataLoader")
 
-    def pause_step_clock(self) -> None:
-        """Time spent outside the training step (evaluation) does not count as a step's."""
-        self._last_step_end = None
-
     def stop(self, reason: str) -> None:
         self.stopped_by = reason
         raise StopRun(reason)

@@ -33,10 +33,6 @@ LR = 1e-3
 MAX_STEPS = 6
 
 
-#: words that name a position table in a parameter's dotted name
-POSITION_WORDS = ("pos", "position", "positional", "pos_embed", "pos_emb", "positions")
-
-
 def is_position_table(name: str) -> bool:
     """``encoder.embed_positions.weight``, ``pos_embed``, ``positional_encoder.position_enc``."""
     parts = [p for part in name.lower().split(".") for p in part.split("_")]

@@ -240,9 +240,6 @@ class Context(ValueReader):
         bindings[:] = [b for b in bindings if not F.implied(b.branch, self.branch)]
         bindings.append(Binding(value, self.branch))
 
-    def set_kind(self, target: ast.AST, kind: str | None) -> None:
-        self.bind(target, None if kind is None else Value(kind))
-
     def _class_of_self(self, name: str) -> ClassFrame | None:
         """The class whose attribute ``self.<attr>`` names, inside its methods."""
         if not name.startswith("self.") or name.count(".") != 1 or not self.classes:

@@ -26,7 +26,6 @@ class ArgFact:
     origin: str | None = None  # written qualname of what produced it
     name: str | None = None  # the dotted name passed ("train_loader")
     literal: Json = None  # True/False/None/numbers/strings, as written
-    has_literal: bool = False
     activation: str | None = None
     line: int | None = None  # where the value (or its activation) was made
     guessed: bool = False  # known only from the name it has (`model`, `loader`)
@@ -97,7 +96,6 @@ class ClassFact:
     train_params: list[str] | None = None
     train_required: int = 0  # parameters without a default
     train_sets_mode: bool = False
-    train_line: int | None = None
     #: Attributes whose parameters every instance freezes (in __init__ or a
     #: method __init__ calls): `for p in self.resnet.parameters(): p.requires_grad = False`.
     frozen: list[str] = field(default_factory=list)
@@ -114,7 +112,6 @@ class ClassFact:
     moves_inputs: bool = False
     #: Whether the class changes how it is moved (defines ``_apply``, ``to`` or
     #: ``cuda``): its plain tensor attributes may move with it.
-    custom_move: bool = False
 
 
 @dataclass

@@ -59,7 +59,7 @@ def arg_fact(ctx: Context, expr: ast.expr | None) -> ArgFact:
     if isinstance(expr, ast.Constant) and isinstance(
         expr.value, (bool, int, float, str, type(None))
     ):
-        fact.literal, fact.has_literal = expr.value, True
+        fact.literal = expr.value
     if isinstance(expr, ast.Dict) and expr.keys and len(expr.keys) <= 32:
         keys = [key.value for key in expr.keys if isinstance(key, ast.Constant)]
         if len(keys) == len(expr.keys) and all(isinstance(key, str) for key in keys):
@@ -346,7 +346,6 @@ class Summarizer(Rule):
                 args = method.node.args
                 fact.train_params = [a.arg for a in [*args.posonlyargs, *args.args]][1:]
                 fact.train_required = len(fact.train_params) - len(args.defaults)
-                fact.train_line = method.node.lineno
                 first = fact.train_params[0] if fact.train_params else None
                 fact.train_sets_mode = any(
                     _sets_mode(call, first) for call in method.calls
@@ -355,7 +354,6 @@ class Summarizer(Rule):
         fact.moves_tensors = any(
             _moves_a_tensor(call) for method in methods for call in method.calls
         )
-        fact.custom_move = bool({"_apply", "to", "cuda"} & set(fact.methods))
         forward = next((m for m in methods if m.name == "forward"), None)
         if forward is not None:
             inputs = set(forward.params) - {"self"}

@@ -24,28 +24,6 @@ def state_dict_of(expr: ast.expr) -> ast.expr | None:
     return None
 
 
-def _dict_items(expr: ast.expr) -> list[tuple[str | None, ast.expr]] | None:
-    """(key, value) pairs of ``{...}`` or ``dict(k=v)``; None for anything else."""
-    if isinstance(expr, ast.Dict):
-        if any(key is None for key in expr.keys):
-            return None  # {**state}: unknown keys
-        return [
-            (key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None, v)
-            for key, v in zip(expr.keys, expr.values, strict=True)
-        ]
-    if (
-        isinstance(expr, ast.Call)
-        and isinstance(expr.func, ast.Name)
-        and expr.func.id == "dict"
-        and not expr.args
-        and all(item.arg for item in expr.keywords)
-    ):
-        return [(item.arg, item.value) for item in expr.keywords]
-    return None
-
-
-_SEEDING_WORDS = ("seed",)
-
 
 def _called_name(call: ast.Call) -> str | None:
     func = call.func

@@ -43,7 +43,6 @@ class RootCall:
     grad: bool
     training: bool
     backwards_before: int
-    steps_before: int
     pass_number: int | None
     used: bool = False
     #: mode-dependent layers in training mode / in eval mode (names), when listed
@@ -58,7 +57,6 @@ class ModuleRun:
 
     site: Site | None
     grad: bool
-    first_step: int
     order: int  # the module's place in the order of first calls
 
 
@@ -140,9 +138,7 @@ class ModuleMonitor:
         if self.depth == 1:
             self._root_call(module, args)
         elif key not in self.runs:
-            self.runs[key] = ModuleRun(
-                user_site(), torch.is_grad_enabled(), self.session.steps, len(self.runs)
-            )
+            self.runs[key] = ModuleRun(user_site(), torch.is_grad_enabled(), len(self.runs))
         elif not self.runs[key].grad and torch.is_grad_enabled():
             self.runs[key].grad = True
 
@@ -170,9 +166,7 @@ class ModuleMonitor:
             return
         self.roots.setdefault(key, module)
         if key not in self.runs:
-            self.runs[key] = ModuleRun(
-                None, torch.is_grad_enabled(), self.session.steps, len(self.runs)
-            )
+            self.runs[key] = ModuleRun(None, torch.is_grad_enabled(), len(self.runs))
         site = user_site()
         session = self.session
         running = session.current_pass()
@@ -184,7 +178,6 @@ class ModuleMonitor:
             grad=torch.is_grad_enabled() and not torch.is_inference_mode_enabled(),
             training=module.training,
             backwards_before=session.backwards,
-            steps_before=session.steps,
             pass_number=running.number if running is not None else None,
         )
         self.runs[key].site = self.runs[key].site or site

@@ -45,10 +45,6 @@ def load_stack_global(m: Machine) -> None:
     )
 
 
-def _utf8_name(line: bytes) -> str:
-    return ctext.parse_name(line, "utf-8")
-
-
 def _ascii_name(line: bytes) -> str:
     return ctext.parse_name(line, "ascii")
 
