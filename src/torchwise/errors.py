@@ -180,7 +180,3 @@ class UserCodeError(TorchwiseError):
             parts.append(f"at {location}")
         message = " ".join(parts) + f": {exception_line(exc)}"
         return cls(message, hint=hint, location=location, original=exc)
-
-
-class TorchwiseWarning(UserWarning):
-    """A warning torchwise itself emits (the test suite turns these into errors)."""

@@ -147,18 +147,18 @@ def from_setup_py(path: Path, relative: str) -> list[Requirement]:
         value = node.value
         if isinstance(value, ast.Name):
             value = assigned.get(value.id, value)
-        for constant in _strings(value):
-            req = parse_line(constant.value, relative, constant.lineno)
+        for text, line in _strings(value):
+            req = parse_line(text, relative, line)
             if req is not None:
                 found.append(req)
     return found
 
 
-def _strings(node: ast.AST) -> Iterator[ast.Constant]:
-    """The string literals of a requirement list or an extras dict (not its keys: the
-    names of the extras)."""
+def _strings(node: ast.AST) -> Iterator[tuple[str, int]]:
+    """The string literals (and their lines) of a requirement list or an extras dict
+    (not its keys: the names of the extras)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        yield node
+        yield node.value, node.lineno
     elif isinstance(node, ast.Dict):
         for value in node.values:
             yield from _strings(value)

@@ -114,7 +114,7 @@ def test_a_summary_survives_the_compact_cache_form() -> None:
     restored = ModuleSummary.from_json(summary.to_json())
     assert restored == summary
     defaults = restored.functions["g"].defaults
-    assert defaults["a"] == ArgFact(literal=False, has_literal=True)
+    assert defaults["a"] == ArgFact(literal=False)
     assert defaults["b"].literal == 0 and defaults["b"].literal is not False
 
 

@@ -24,7 +24,6 @@ def state_dict_of(expr: ast.expr) -> ast.expr | None:
     return None
 
 
-
 def _called_name(call: ast.Call) -> str | None:
     func = call.func
     return func.id if isinstance(func, ast.Name) else None
