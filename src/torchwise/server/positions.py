@@ -90,7 +90,3 @@ class LineIndex:
     def line_text(self, line: int) -> str:
         """Line ``line`` (0-based) without its line end; '' past the end."""
         return self._line_text(line) if 0 <= line < len(self.starts) else ""
-
-    def line_end(self, line: int) -> int:
-        """The offset just before line ``line``'s (0-based) line end."""
-        return self.starts[line] + len(self._line_text(line))

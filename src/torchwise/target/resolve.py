@@ -90,12 +90,6 @@ class ResolvedTarget:
     #: ``file.py:function`` that made the inputs (``--inputs-from``), if one did
     inputs_from: str | None = None
 
-    def inputs_at(
-        self, *, device: str | torch.device = "cpu", sizes: Mapping[str, int] | None = None
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Re-materialise the inputs, e.g. at another sequence length or on meta."""
-        return make_inputs(self.input_specs, device=device, sizes=sizes)
-
     def import_line(self) -> str | None:
         """``from model import GPT, GPTConfig``: what ``build`` needs, or None."""
         if not self.module or not self.build_names:

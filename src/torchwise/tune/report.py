@@ -247,6 +247,7 @@ class TuneReport:
                     "step": _arm_stats(baseline),
                     "samples_per_s": self.throughput(baseline.median_s) if baseline else None,
                     "phases_s": profile.phases if profile else None,
+                    "profiled_steps": profile.profiled_steps if profile else None,
                     "memory": _memory(self.memory),
                     "top_ops": [op.__dict__ for op in profile.top_ops] if profile else [],
                     "op_time": profile.time_column if profile else None,

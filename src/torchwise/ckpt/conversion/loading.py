@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchwise.ckpt.budgets import Budgets
+from torchwise.ckpt.conversion.parts import SOURCE
 from torchwise.ckpt.conversion.plan import SAFETENSORS_NAMES, Loaded
 from torchwise.ckpt.conversion.restricted import restricted_pickle_module
 from torchwise.ckpt.formats.container import Container
@@ -191,7 +192,7 @@ def _attach_sources(path: Path, tensors: list[torch.Tensor]) -> bool:
         member = stored.get(offset) if isinstance(offset, int) else None
         if member is None or member.size < storage.nbytes():
             return False
-        storage._torchwise_source = (path, offset)  # type: ignore[attr-defined]
+        setattr(storage, SOURCE, (path, offset))  # read back by the writer (parts.py)
     return True
 
 
@@ -207,9 +208,6 @@ def _safetensors(part: Container) -> Loaded:
             continue
         dtype = getattr(torch, _NAMES_TO_DTYPE.get(entry["dtype"], "uint8"))
         tensor = torch.empty(entry["shape"], dtype=dtype, device="meta")
-        tensor.untyped_storage()._torchwise_source = (  # type: ignore[attr-defined]
-            part.path,
-            8 + n + entry["data_offsets"][0],
-        )
+        setattr(tensor.untyped_storage(), SOURCE, (part.path, 8 + n + entry["data_offsets"][0]))
         value[name] = tensor
     return Loaded(value, True, "little")
