@@ -17,6 +17,7 @@ value gets that far. The budget is that set of steps, not a clock.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 from collections.abc import Iterator
@@ -371,10 +372,25 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # A file no one can read, root included: reading /proc/self/mem at offset 0 fails (EIO).
     for name in ("unreadable.py", "unreadable.pt"):
         os.symlink("/proc/self/mem", tmp_path / name)
+    # every module first: one imported while another's tripwire is set would keep that
+    # tripwire for good in a `from ... import` (scaling.py's summarize did)
+    for target in TRIPWIRES:
+        _import_owner(target)
     for target, description in TRIPWIRES.items():
         module, _, attribute = target.rpartition(".")
         monkeypatch.setattr(f"{module}.{attribute}", _tripwire(description))
     return tmp_path
+
+
+def _import_owner(dotted: str) -> None:
+    """Import the longest module prefix of ``dotted`` (the rest are attributes)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            importlib.import_module(".".join(parts[:cut]))
+            return
+        except ImportError:
+            continue
 
 
 def _tripwire(description: str) -> Any:

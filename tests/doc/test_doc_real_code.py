@@ -163,6 +163,7 @@ def test_shape_experiments_report_progress(project: Path) -> None:
     from collections.abc import Iterator
 
     from torchwise.doc import run_doc
+    from torchwise.target import TargetRequest
 
     class Recorder:
         """Stands in for torchwise.console.Console: what a progress bar would be told."""
@@ -180,8 +181,8 @@ def test_shape_experiments_report_progress(project: Path) -> None:
             self.steps += steps
 
     console = Recorder()
-    code, out, _ = run_doc(LSTM_TARGET[0], inputs=[LSTM_TARGET[2]], batch_dim=1,
-                           console=console)  # type: ignore[arg-type]  # fmt: skip
+    request = TargetRequest(LSTM_TARGET[0], (LSTM_TARGET[2],), batch_dim=1)
+    code, out, _ = run_doc(request, console=console)  # type: ignore[arg-type]
     assert code == 0 and "shape experiments" not in out
     assert [d for _, d in console.bars] == ["doc: shape experiments"]
     total = console.bars[0][0]

@@ -1,25 +1,25 @@
 """The options every model command shares: which model, built how, fed what.
 
 ``@target_options`` adds TARGET and the target options to a command and hands
-the command one :class:`TargetArgs` as its ``target`` argument; the command calls
-``target.resolve(device=...)`` to get the :class:`~torchwise.target.ResolvedTarget`.
+the command one :class:`~torchwise.target.TargetRequest` as its ``target``
+argument; the command calls ``target.resolve(device=...)`` or passes the request
+on to the library.
 """
 
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from torchwise.deps import import_torch
+from torchwise.target.request import TargetRequest
 
 if TYPE_CHECKING:
-    from torchwise.target import ResolvedTarget
+    pass
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -28,57 +28,6 @@ INPUT_HELP = (
     "'f32[8,3,224,224]', 'ids=i64[batch=2,seq=128]<50257', '{image: f32[2,3,32,32]}', "
     "'f32[35,20], (f32[2,20,200], f32[2,20,200])' (a tuple), 'use_cache=False'."
 )
-
-
-@dataclass(frozen=True)
-class TargetArgs:
-    """What the user said about the model on the command line."""
-
-    text: str
-    inputs: tuple[str, ...] = ()
-    init_kwargs: str | None = None
-    build: str | None = None
-    build_on: str = "auto"
-    batch_dim: int | None = None
-    config_start: Path | None = None
-    #: ``--batch-dim none``: the inputs are one example with no batch dim (a graph)
-    no_batch: bool = False
-    #: ``--inputs-from file.py:function``: the inputs come from that function
-    inputs_from: str | None = None
-
-    def resolve(self, *, device: str) -> ResolvedTarget:
-        """Build the model and its inputs (``device="meta"`` for measuring without running)."""
-        from torchwise.target import resolve_target
-
-        return resolve_target(
-            self.text,
-            inputs=self.inputs,
-            init_kwargs=self.init_kwargs,
-            build=self.build,
-            build_on=self.build_on,
-            batch_dim=self.batch_dim,
-            config_start=self.config_start,
-            device=device,
-            inputs_from=self.inputs_from,
-        )
-
-    def flags(self) -> str:
-        """The command-line words that name this target again, shell-quoted."""
-        words = [self.text]
-        for spec in self.inputs:
-            words += ["--input", spec]
-        options: list[tuple[str, object]] = [
-            ("--init-kwargs", self.init_kwargs),
-            ("--build", self.build),
-            ("--build-on", None if self.build_on == "auto" else self.build_on),
-            ("--batch-dim", "none" if self.no_batch else self.batch_dim),
-            ("--inputs-from", self.inputs_from),
-            ("--config", self.config_start),
-        ]
-        for flag, value in options:
-            if value is not None:
-                words += [flag, str(value)]
-        return shlex.join(words)
 
 
 #: ``--batch-dim none``
@@ -107,7 +56,7 @@ class BatchDim(click.ParamType):  # type: ignore[type-arg]
 
 def target_options(command: F) -> F:
     """TARGET, ``--input``, ``--init-kwargs``, ``--build``, ``--build-on``, ``--batch-dim``
-    and ``--config``, passed to the command as one ``target: TargetArgs``."""
+    and ``--config``, passed to the command as one ``target: TargetRequest``."""
 
     @functools.wraps(command)
     def wrapper(
@@ -132,7 +81,7 @@ def target_options(command: F) -> F:
         )
 
         no_batch = batch_dim == NO_BATCH
-        request = TargetArgs(
+        request = TargetRequest(
             target,
             inputs,
             init_kwargs,

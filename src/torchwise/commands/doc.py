@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import TargetArgs, target_options
+from torchwise.commands._target import target_options
+from torchwise.target.request import TargetRequest
 
 if TYPE_CHECKING:
     from torchwise.console import Console
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 )  # fmt: skip
 @output_options()
 def doc(
-    target: TargetArgs,
+    target: TargetRequest,
     write: bool,
     check: bool,
     diff: bool,
@@ -70,20 +71,7 @@ def doc(
 
     # The model's own prints go to stderr: stdout carries only the docstrings or the diff.
     with contextlib.redirect_stdout(sys.stderr):
-        code, out, err = run_doc(
-            target.text,
-            inputs=target.inputs,
-            init_kwargs=target.init_kwargs,
-            action=action,
-            markdown=markdown,
-            config_start=target.config_start,
-            build=target.build,
-            build_on=target.build_on,
-            batch_dim=target.batch_dim,
-            inputs_from=target.inputs_from,
-            command=target.flags(),
-            console=console,
-        )
+        code, out, err = run_doc(target, action=action, markdown=markdown, console=console)
     if out:
         console.emit(out)
     for line in err.splitlines():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import TargetArgs, target_options
+from torchwise.commands._target import target_options
 from torchwise.console import Console
 from torchwise.doctor.options import DEFAULT_OVERFIT_STEPS
 from torchwise.doctor.registry import CHECKS
+from torchwise.target.request import TargetRequest
 
 _CHECK_LIST = "\n".join(f"  {entry.id:<20} {entry.title}" for entry in CHECKS)
 
@@ -56,7 +57,7 @@ _CHECK_LIST = "\n".join(f"  {entry.id:<20} {entry.title}" for entry in CHECKS)
 @click.pass_context
 def doctor(
     click_ctx: click.Context,
-    target: TargetArgs,
+    target: TargetRequest,
     target_spec: str | None,
     loss: str,
     causal_dim: int | None,

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import TargetArgs, target_options
+from torchwise.commands._target import target_options
+from torchwise.target.request import TargetRequest
 
 if TYPE_CHECKING:
     from torchwise.console import Console
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 )  # fmt: skip
 @output_options()
 def inspect(
-    target: TargetArgs,
+    target: TargetRequest,
     device: str,
     mode: str,
     memory_for: str,

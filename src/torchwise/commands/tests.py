@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import TargetArgs, target_options
+from torchwise.commands._target import target_options
 from torchwise.console import Console
+from torchwise.target.request import TargetRequest
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,7 +51,7 @@ from torchwise.console import Console
 )
 @output_options(report=False)
 def tests(
-    target: TargetArgs,
+    target: TargetRequest,
     output: Path | None,
     force: bool,
     check: bool,
@@ -96,12 +97,7 @@ def tests(
     if check and force:
         raise click.UsageError("--check writes nothing; drop --force")
     result = write_tests(
-        target.text,
-        inputs=target.inputs,
-        init_kwargs=target.init_kwargs,
-        build=target.build,
-        batch_dim=target.batch_dim,
-        config_start=target.config_start,
+        target,
         output=output,
         force=force,
         check=check,

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from torchwise.commands._common import output_options
-from torchwise.commands._target import TargetArgs, target_options
+from torchwise.commands._target import target_options
 from torchwise.console import Console
 from torchwise.errors import OutputError
+from torchwise.target.request import TargetRequest
 
 _SIZE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -130,7 +131,7 @@ def _parse_size(text: str | None) -> int | None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @output_options()
 def tune(
-    target: TargetArgs,
+    target: TargetRequest,
     loss: str,
     optimizer: str,
     loader: str | None,

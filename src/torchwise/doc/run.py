@@ -10,7 +10,6 @@ re-parses with exactly the generated docstrings.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from torchwise.errors import ExitCode, OutputError, TorchwiseError
 
 if TYPE_CHECKING:
     from torchwise.console import Console
+    from torchwise.target import TargetRequest
 
 
 def _display(path: Path) -> Path:
@@ -69,30 +69,22 @@ def _check_writable(path: Path) -> None:
 
 
 def run_doc(
-    target: str,
+    request: TargetRequest,
     *,
-    inputs: Sequence[str] = (),
-    init_kwargs: str | None = None,
     action: str | None = None,
     markdown: Path | None = None,
-    config_start: Path | None = None,
-    build: str | None = None,
-    build_on: str = "auto",
-    batch_dim: int | None = None,
-    inputs_from: str | None = None,
-    command: str | None = None,
     console: Console | None = None,
 ) -> tuple[int, str, str]:
-    """Run ``torchwise doc``; returns (exit code, stdout text, stderr text).
+    """Run ``torchwise doc`` on the model ``request`` names; returns (exit code, stdout
+    text, stderr text).
 
-    ``command`` is the shell-quoted words that name this target again (target and
-    options), repeated in the hints; ``console`` shows progress while the shape
+    The hints repeat the command-line words that name the model again
+    (``request.command_words()``); ``console`` shows progress while the shape
     experiments run. Exit codes: 0 done or fresh; 1 ``--check`` found stale docs or
     ``--diff`` would change something (as ``review --diff``); errors raise.
     """
-    from torchwise.target import resolve_target
-
-    again = command or target
+    target, config_start = request.target, request.config_start
+    again = request.command_words()
     if action == "write" and target.startswith("zoo:"):
         # The zoo's source is torchwise's own installed code, not the user's.
         raise TorchwiseError(
@@ -104,10 +96,7 @@ def run_doc(
 
     # Built for measuring: zoo models on meta (no memory); user classes are built
     # on the CPU by their own constructor, and torchwise measures a private copy.
-    resolved = resolve_target(
-        target, inputs=inputs, init_kwargs=init_kwargs, config_start=config_start, device="meta",
-        build=build, build_on=build_on, batch_dim=batch_dim, inputs_from=inputs_from,
-    )  # fmt: skip
+    resolved = request.resolve(device="meta")
     if action == "write" and resolved.source_file is not None:
         refusal = _installed_or_ours(resolved.source_file)
         if refusal is not None:

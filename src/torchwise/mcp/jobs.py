@@ -80,16 +80,11 @@ def _resolve(
     import json
 
     from torchwise.isolation import import_from
-    from torchwise.target import resolve_target
+    from torchwise.target import TargetRequest
 
     import_from(Path.cwd())  # the worker runs in the workspace root
-    return resolve_target(
-        target,
-        inputs=inputs,
-        init_kwargs=None if init_kwargs is None else json.dumps(init_kwargs),
-        config_start=config,
-        device=device,
-    )
+    init = None if init_kwargs is None else json.dumps(init_kwargs)
+    return TargetRequest(target, tuple(inputs), init, config_start=config).resolve(device=device)
 
 
 def inspect_model(
@@ -181,14 +176,10 @@ def document_model(
         before = source.read_bytes()
     progress(1, 2, f"measuring and documenting {target}")
     from torchwise.doc import run_doc
+    from torchwise.target import TargetRequest
 
-    code, out, err = run_doc(
-        target,
-        inputs=inputs,
-        init_kwargs=kwargs_json,
-        action=None if mode == "print" else mode,
-        config_start=config,
-    )
+    request = TargetRequest(target, tuple(inputs), kwargs_json, config_start=config)
+    code, out, err = run_doc(request, action=None if mode == "print" else mode)
     stale = None
     if mode == "check":
         stale = code == ExitCode.FINDINGS

@@ -19,6 +19,7 @@ from torchwise.errors import TorchwiseError, UserCodeError
 from torchwise.isolation import import_from
 from torchwise.project import evidence
 from torchwise.project.schema import DoctorSummary, ModelAudit, ModuleClass
+from torchwise.target import TargetRequest
 
 Reporter = Callable[[float, "float | None", str], None]
 
@@ -31,24 +32,22 @@ class ModelTask:
     depth: int = 2
 
 
-def target_of(module: ModuleClass, root: Path) -> tuple[str, dict[str, Any]]:
-    """The TARGET string (and extra resolve_target arguments) for a module's build plan."""
+def request_of(module: ModuleClass, root: Path, inputs: Sequence[str] = ()) -> TargetRequest:
+    """What builds a module by its build plan, fed ``inputs``."""
     plan = module.build
+    given = tuple(inputs)
     if plan.how == "configured" and plan.target:
-        return plan.target, {"config_start": root}
+        return TargetRequest(plan.target, given, config_start=root)
     if plan.how in ("default", "factory") and plan.target:
         path, _, attr = plan.target.rpartition(":")
-        return f"{root / path}:{attr}", {}
+        return TargetRequest(f"{root / path}:{attr}", given)
     if plan.how == "config-class" and plan.build:
-        return str(root / module.path), {"build": plan.build}
+        return TargetRequest(str(root / module.path), given, build=plan.build)
     raise TorchwiseError(f"{module.name} cannot be built without arguments: {plan.reason}")
 
 
 def _resolve(task: ModelTask, inputs: Sequence[str]) -> Any:
-    from torchwise.target import resolve_target
-
-    target, extra = target_of(task.module, Path(task.root))
-    return resolve_target(target, inputs=inputs, device="cpu", **extra)
+    return request_of(task.module, Path(task.root), inputs).resolve(device="cpu")
 
 
 def _user_error(exc: BaseException, doing: str) -> str:

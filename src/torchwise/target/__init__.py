@@ -15,8 +15,10 @@ arguments), a module instance, or a factory returning a module or a
 ``(module, example_inputs)`` pair; ``build`` is any Python expression evaluated
 in the module's namespace (``GPT(GPTConfig(n_layer=2))``). An *input spec*
 describes one forward argument (:mod:`torchwise.inputs`, re-exported here;
-grammar in docs/targets.md). :func:`resolve_target` returns a
-:class:`ResolvedTarget`, the one object every command works from.
+grammar in docs/targets.md). :class:`TargetRequest` is what a front end
+was asked for (the target, its inputs, how to build it); its ``resolve`` (or
+:func:`resolve_target`) returns a :class:`ResolvedTarget`, the one object every
+command works from.
 """
 
 from torchwise.inputs import (
@@ -30,6 +32,7 @@ from torchwise.inputs import (
     spec_from_value,
 )
 from torchwise.target.meta import REAL_BUILD_LIMIT
+from torchwise.target.request import TargetRequest
 from torchwise.target.resolve import BUILD_ON, ResolvedTarget, check_inputs, resolve_target
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Dim",
     "InputSpec",
     "ResolvedTarget",
+    "TargetRequest",
     "batch_dim_of",
     "check_inputs",
     "make_inputs",

@@ -20,12 +20,13 @@ from typing import Any
 from torchwise.console import check_writable
 from torchwise.deps import require_torch
 from torchwise.errors import OutputError, TorchwiseError
+from torchwise.target import TargetRequest
 from torchwise.testgen.generate import Request, generate
 from torchwise.testgen.result import GeneratedTests
 
 
 def write_tests(
-    target: str,
+    target: str | TargetRequest,
     *,
     inputs: Sequence[str] = (),
     init_kwargs: str | Mapping[str, Any] | None = None,
@@ -41,7 +42,9 @@ def write_tests(
     on_start: Callable[[str], None] | None = None,
 ) -> GeneratedTests:
     """Generate a pytest module for ``target``'s model (a target as every model command
-    takes it: ``model.py:Net``, ``hf:GPT2LMHeadModel``, a configured name, ...).
+    takes it: ``model.py:Net``, ``hf:GPT2LMHeadModel``, a configured name, ...), or for
+    the model a :class:`~torchwise.target.TargetRequest` names (then ``inputs``,
+    ``init_kwargs``, ``build``, ``batch_dim`` and ``config_start`` are its own).
 
     Without ``output`` nothing is written: the result holds the text, and ``path`` says
     where it is meant to live (``<tests dir>/test_<model>.py``; its imports are relative
@@ -62,8 +65,9 @@ def write_tests(
 
     if check and output is None:
         raise TorchwiseError("check compares with a file: give the output path to compare with")
-    if batch_dim is not None and batch_dim < 0:
-        raise TorchwiseError(f"batch_dim must be 0 or more, not {batch_dim}")
+    dim = target.batch_dim if isinstance(target, TargetRequest) else batch_dim
+    if dim is not None and dim < 0:
+        raise TorchwiseError(f"batch_dim must be 0 or more, not {dim}")
     if checks is not None:
         select(checks)
     check_loss(loss)
@@ -72,13 +76,11 @@ def write_tests(
         _refuse_unsafe(out_path, replacing=not check and not force)
         if not check:
             check_writable(out_path)  # before the measuring, not after it
+    if isinstance(target, str):
+        start = Path(config_start) if config_start else None
+        target = TargetRequest(target, tuple(inputs), init_kwargs, build, "auto", batch_dim, start)
     request = Request(
-        target=target,
-        inputs=tuple(inputs),
-        init_kwargs=init_kwargs,
-        build=build,
-        batch_dim=batch_dim,
-        config_start=Path(config_start) if config_start else None,
+        model=target,
         checks=tuple(checks) if checks is not None else None,
         causal_dim=causal_dim,
         loss=loss,

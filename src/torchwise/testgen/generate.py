@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchwise.errors import TorchwiseError, UserCodeError
+from torchwise.target import TargetRequest
 from torchwise.testgen import checks as doctor_choice
 from torchwise.testgen.contract import build_contract, measure
 from torchwise.testgen.inputs_code import inputs_code
@@ -64,14 +65,9 @@ LARGE_MODEL = 20_000_000
 
 @dataclass(frozen=True)
 class Request:
-    """What to generate tests for: a target as every model command takes it, plus options."""
+    """What to generate tests for: the model as every front end names it, plus options."""
 
-    target: str
-    inputs: tuple[str, ...] = ()
-    init_kwargs: str | Mapping[str, Any] | None = None
-    build: str | None = None
-    batch_dim: int | None = None
-    config_start: Path | None = None
+    model: TargetRequest
     checks: tuple[str, ...] | None = None
     causal_dim: int | None = None
     loss: str = "auto"
@@ -98,24 +94,17 @@ def generate(
     ``<tests dir>/test_<model>.py``). Writes nothing. ``on_start`` hears what the work
     is once the target is built and the options fit its inputs."""
     from torchwise.doctor import Options, validate_options
-    from torchwise.target import resolve_target
 
-    rt = resolve_target(
-        request.target,
-        inputs=request.inputs,
-        init_kwargs=request.init_kwargs,
-        build=request.build,
-        batch_dim=request.batch_dim,
-        config_start=request.config_start,
-        device="cpu",
-    )
+    rt = request.model.resolve(device="cpu")
     if rt.build is None:
         raise TorchwiseError(f"torchwise does not know how to rebuild {rt.name} in a test file")
     if request.causal_dim is not None:  # the one doctor option that needs the inputs' rank
         causal = Options(loss=request.loss, causal_dim=request.causal_dim, batch_dim=None)
         validate_options(causal, rt.args, rt.kwargs)
     if on_start is not None:
-        on_start(f"measuring {request.target} and running its tests once before writing them...")
+        on_start(
+            f"measuring {request.model.target} and running its tests once before writing them..."
+        )
     title = (rt.cls or type(rt.model)).__name__
     root = _project_root(request, rt, output)
     path = output.resolve() if output is not None else None
@@ -129,7 +118,7 @@ def generate(
             f"{title} has {parameters:,} parameters and the tests build it about 20 times; "
             "give a small configuration (--init-kwargs or --build) so they run in seconds"
         )
-    shapes, input_names, shape_note = measure(request.target, rt)
+    shapes, input_names, shape_note = measure(request.model.target, rt)
     if shape_note:
         found.notes.append(shape_note + "; the shape test checks the measured size only")
     names, build, import_line = _names(rt)
@@ -169,7 +158,7 @@ def generate(
     return GeneratedTests(
         text=text,
         path=path,
-        target=request.target,
+        target=request.model.target,
         title=title,
         command=plan.commands[0][1] if plan.commands else "",
         tests=found.tests,
@@ -191,7 +180,7 @@ def _project_root(request: Request, rt: ResolvedTarget, output: Path | None) -> 
     if rt.config_name is not None:
         from torchwise.config import find_pyproject
 
-        found = find_pyproject(request.config_start or Path.cwd())
+        found = find_pyproject(request.model.config_start or Path.cwd())
         if found is not None:
             return found.parent
     if rt.module_file is not None:
@@ -328,18 +317,18 @@ def _relative(test_dir: Path, directory: Path) -> str:
 
 def _commands(request: Request, root: Path, path: Path) -> list[tuple[str, str]]:
     """The commands that regenerate and check the file, run from the project root."""
-    words = ["torchwise", "tests", _rooted(request.target, root)]
-    for spec in request.inputs:
+    words = ["torchwise", "tests", _rooted(request.model.target, root)]
+    for spec in request.model.inputs:
         words += ["--input", spec]
-    if request.init_kwargs is not None:
-        kwargs = request.init_kwargs
+    if request.model.init_kwargs is not None:
+        kwargs = request.model.init_kwargs
         words += ["--init-kwargs", kwargs if isinstance(kwargs, str) else _json(kwargs)]
-    if request.build is not None:
-        words += ["--build", request.build]
-    if request.batch_dim is not None:
-        words += ["--batch-dim", str(request.batch_dim)]
-    if request.config_start is not None and request.config_start.resolve() != root:
-        words += ["--config", _relative_to(request.config_start.resolve(), root)]
+    if request.model.build is not None:
+        words += ["--build", request.model.build]
+    if request.model.batch_dim is not None:
+        words += ["--batch-dim", str(request.model.batch_dim)]
+    if request.model.config_start is not None and request.model.config_start.resolve() != root:
+        words += ["--config", _relative_to(request.model.config_start.resolve(), root)]
     if request.checks is not None:
         words += ["--checks", ",".join(request.checks)]
     if request.causal_dim is not None:
