@@ -39,10 +39,10 @@ class Requirement:
     line: int | None = None
 
 
-def read_text(path: Path) -> str | None:
-    """The file's text, or None when it is too large or unreadable."""
+def read_text(path: Path, limit: int = MAX_BYTES) -> str | None:
+    """The file's text, or None when it is larger than ``limit`` bytes or unreadable."""
     try:
-        if path.stat().st_size > MAX_BYTES:
+        if path.stat().st_size > limit:
             return None
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:

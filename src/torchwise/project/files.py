@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchwise import packaging
+
 #: Directory names never entered: tooling, caches, environments, vendored trees.
 SKIP_DIRS = frozenset(
     {
@@ -107,10 +109,5 @@ def _classify(found: ProjectFiles, name: str, relative: str) -> None:
 
 
 def read_text(path: Path, limit: int = MAX_PARSE_BYTES) -> str | None:
-    """The file's text, or None when it is too large, binary or unreadable."""
-    try:
-        if path.stat().st_size > limit:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    """The file's text, or None when it is too large or unreadable."""
+    return packaging.read_text(path, limit)
