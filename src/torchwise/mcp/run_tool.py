@@ -48,7 +48,7 @@ class RunResult(BaseModel):
     exit_status: int | None = Field(description="the script's; None when the budget ended it")
     stopped_by: str = Field(description="why the run was stopped; empty when the script ended")
     as_cuda: bool
-    ranks: int
+    ranks: int = Field(description="ranks under nproc, or processes the script's mp.spawn began")
     findings: list[RunFinding]
     notes: list[str]
     output_tail: str = Field(description="the end of what the script printed")
@@ -60,6 +60,7 @@ def run_script_job(
     args: list[str],
     steps: int,
     as_cuda: bool,
+    gpus: int,
     nproc: int,
     timeout: float,
     progress: Any,
@@ -69,8 +70,9 @@ def run_script_job(
 
     progress(0, 1, f"running {script.relative_to(root)}")
     options = RunOptions(
-        steps=steps, as_cuda=as_cuda, nproc=nproc, timeout=timeout, script_output="capture"
-    )
+        steps=steps, as_cuda=as_cuda, gpus=gpus if as_cuda else 0, nproc=nproc, timeout=timeout,
+        script_output="capture",
+    )  # fmt: skip
     report = run_script(script, args, options=options)
     summary = report.summary()
     findings = []
@@ -99,7 +101,7 @@ def run_script_job(
         exit_status=summary["exit_status"],  # type: ignore[arg-type]
         stopped_by=str(summary["stopped_by"]),
         as_cuda=as_cuda,
-        ranks=nproc,
+        ranks=int(str(summary["ranks"])),
         findings=findings,
         notes=list(summary["notes"]),  # type: ignore[call-overload]
         output_tail=report.output[-OUTPUT_TAIL:],
@@ -125,6 +127,15 @@ def register(server: MCPServer, state: Any) -> None:
         as_cuda: Annotated[
             bool, Field(description="simulate a GPU: report what would fail on the GPU node")
         ] = False,
+        gpus: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=8,
+                description="with as_cuda: GPUs torch.cuda.device_count() reports (0: one per "
+                "rank), for scripts that mp.spawn one process per GPU",
+            ),
+        ] = 0,
         nproc: Annotated[
             int, Field(ge=1, le=4, description="ranks under torch.distributed.run (gloo)")
         ] = 1,
@@ -133,8 +144,9 @@ def register(server: MCPServer, state: Any) -> None:
         torchwise's checks and return the findings (TWR### codes, file:line, evidence):
         gradients that accumulate, evaluation in train mode, unshuffled training data,
         broadcasting losses, device errors a GPU would raise (as_cuda), cross-rank bugs
-        (nproc). This EXECUTES the script (with the workspace root as working directory):
-        use it to prove a bug before claiming one."""
+        (nproc, or ranks the script starts itself with mp.spawn). This EXECUTES the script
+        (with the workspace root as working directory): use it to prove a bug before
+        claiming one."""
         path = state.paths([script])[0]
         if not path.is_file() or path.suffix != ".py":
             from mcp.server.mcpserver.exceptions import ToolError
@@ -142,7 +154,7 @@ def register(server: MCPServer, state: Any) -> None:
             raise ToolError(f"{script!r} is not a Python script of the workspace")
         budget = max(30.0, state.time_limit - MARGIN)
         result: RunResult = await state.run(
-            ctx, run_script_job, root, path, list(args), steps, as_cuda, nproc, budget,
+            ctx, run_script_job, root, path, list(args), steps, as_cuda, gpus, nproc, budget,
             what=f"running {script}",
         )  # fmt: skip
         return result

@@ -158,9 +158,15 @@ class SpawnMonitor:
         }
         path = directory / "spec.pickle"
         path.write_bytes(pickle.dumps(spec))
+        options = self.session.options
         self.session.note(
             f"torch.multiprocessing.spawn started {nprocs} process(es); each ran under the checks"
         )
+        if nprocs == 1 and options.as_cuda and not options.gpus:
+            self.session.note(
+                "mp.spawn started one process: the simulated machine has one GPU; "
+                "--gpus N simulates N (for scripts that spawn one process per GPU)"
+            )
         command = [sys.executable, "-m", "torchwise.run.spawned", str(path)]
         processes = [
             subprocess.Popen([*command, str(index)], env=dict(os.environ))
