@@ -109,3 +109,20 @@ def test_a_spawning_script_under_nproc_gets_one_clear_line(tmp_path: Path) -> No
     crashes = [f for f in report.findings if f.code == "TWR001"]
     assert [f.line for f in crashes] == [_line("mp.spawn(")]
     assert "without --nproc" in crashes[0].message
+
+
+def test_start_processes_without_join_returns_a_context_to_join(tmp_path: Path) -> None:
+    source = SCRIPT.format(loader=SAMPLER, set_epoch=SET_EPOCH, after="pass").replace(
+        "    mp.spawn(worker, args=(2, port), nprocs=2, join=True)",
+        "    context = mp.start_processes(worker, args=(2, port), nprocs=2, join=False,\n"
+        "                                 start_method='spawn')\n"
+        "    assert len(context.pids()) == 2\n"
+        "    while not context.join():\n"
+        "        pass",
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source, encoding="utf-8")
+    options = RunOptions(steps=3, collective_timeout=10, script_output="capture")
+    report = run_script(script, options=options, cwd=tmp_path)
+    assert [f for f in report.findings if f.severity.value != "info"] == []
+    assert "parent done" in report.output and report.summary()["ranks"] == 2
