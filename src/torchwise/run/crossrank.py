@@ -180,6 +180,12 @@ def _where(events: list[dict[str, Any]], fact: dict[str, Any]) -> tuple[str, Sit
         verb = "waits in" if last["phase"] == "enter" else "gave up in"
         return f"{verb} {last['op']} (its collective #{last['seq']})", _site(last.get("site"))
     crash = fact.get("crash")
+    if crash and _timed_out(fact):
+        return (
+            "timed out in a collective torch runs itself (DDP's gradient all-reduce or "
+            "buffer broadcast)",
+            _site(crash.get("site")),
+        )
     if crash:
         return f"raised {crash['error']}", _site(crash.get("site"))
     calls = sum(1 for e in events if e["phase"] == "exit")
@@ -197,6 +203,11 @@ def _stuck_collectives(
     ranks = sorted(set(range(world)) | set(facts))
     logs = {rank: _events(out, rank) for rank in ranks}
     stuck = [r for r in ranks if logs[r] and logs[r][-1]["phase"] in ("enter", "raised")]
+    # a rank that timed out with no logged collective open waited in one of torch's own,
+    # unless another rank crashed first (then the wait is that crash's consequence)
+    crashed = [r for r in ranks if facts.get(r, {}).get("crash") and not _timed_out(facts[r])]
+    if not crashed:
+        stuck += [r for r in ranks if r not in stuck and _timed_out(facts.get(r, {}))]
     mismatch = _first_mismatch(logs)
     if not stuck and mismatch is None:
         return []
@@ -223,6 +234,17 @@ def _stuck_collectives(
             {"ended by": reason, **({"first mismatch": mismatch[1]} if mismatch else {})},
         )
     ]
+
+
+#: what gloo says when a collective's partner never came (or went away)
+_TIMEOUT_SIGNS = ("Timed out", "timed out", "Connection closed", "Connection reset")
+
+
+def _timed_out(fact: dict[str, Any]) -> bool:
+    """Whether the rank's crash was a collective that its partners never joined."""
+    crash = fact.get("crash") or {}
+    error = str(crash.get("error", ""))
+    return "gloo" in error.lower() and any(sign in error for sign in _TIMEOUT_SIGNS)
 
 
 def _first_mismatch(logs: dict[int, list[dict[str, Any]]]) -> tuple[int, str] | None:

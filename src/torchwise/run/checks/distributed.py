@@ -147,7 +147,10 @@ class CollectiveMismatch:
     waiting (gloo's time limit, `--collective-timeout`, ends the wait instead
     of a hang) or the ranks' sequences of collectives differ, the finding names
     what each rank was doing and where: waiting in which collective, finished,
-    or crashed.
+    or crashed. A rank that timed out where no logged collective was open waited
+    in one torch runs itself (a forward or backward through DDP that the other
+    ranks did not make); that is reported the same way, at the line of the
+    forward or backward, unless another rank crashed first.
 
     ## Why is this bad?
     A collective inside `if rank == 0:` waits for partners that never come: on
