@@ -127,8 +127,8 @@ def test_diagnose_model_reports_each_check(server: Any) -> None:
     assert summary.checks[0].evidence  # the measured numbers come along
     assert [message for _, _, message in progress] == [
         "building cifarnet",
-        "doctor check grad-flow",
-        "doctor check nan-inf",
+        "doctor check grad-flow: pass",
+        "doctor check nan-inf: pass",
     ]
     assert "unknown check" in str(
         call(server, "diagnose_model", {"target": "cifarnet", "checks": ["nope"]}).content

@@ -87,62 +87,35 @@ def doctor(
     import sys
 
     from torchwise.deps import require_device
-    from torchwise.doctor.api import DoctorInterrupted, check, select
-    from torchwise.doctor.batch import doctor_batch
-    from torchwise.doctor.context import reseed_all
-    from torchwise.doctor.options import Options
-    from torchwise.doctor.preflight import validate_options
+    from torchwise.doctor.diagnose import prepare_diagnosis
     from torchwise.doctor.report import CheckResult, line_for
     from torchwise.errors import ExitCode
-    from torchwise.losses import check_loss
-    from torchwise.target import make_inputs, parse_input_spec
 
     require_device(device)
-    selected = select(check_ids.split(",")) if check_ids else None
-    spec = parse_input_spec(target_spec) if target_spec else None
-    check_loss(loss)
-    reseed_all(seed)  # the model's initial weights come from --seed too
-    resolved = target.resolve(device=device)
-    args, kwargs = doctor_batch(resolved, inputs_given=bool(target.inputs), device=device,
-                                seed=seed)  # fmt: skip
-    labels = None
-    if spec is not None:
-        (labels,), _ = make_inputs([spec], device=device, seed=seed + 1)
-    options = Options(
+    diagnosis = prepare_diagnosis(
+        target,
+        check_ids.split(",") if check_ids else None,
+        device=device,
+        seed=seed,
         loss=loss,
-        target=labels,
+        labels=target_spec,
         causal_dim=causal_dim,
-        batch_dim=None if target.no_batch else resolved.batch_dim,
         overfit_steps=overfit_steps,
         overfit_lr=overfit_lr,
-        seed=seed,
-    )
-    validate_options(options, args, kwargs)  # before any note: an error is the one line
-    for note in resolved.notes:
+    )  # every option checked: an error is the one line, before any note
+    for note in diagnosis.resolved.notes:
         console.note(f"note: {note}")
-    total = len(selected) if selected else len(CHECKS)
     # On a terminal the report follows on the same screen: show each finished check in
     # the bar only, so the table is printed once.
     rows_above_bar = console.output is not None or not sys.stdout.isatty()
-    with console.progress(total, f"doctor {resolved.name}") as bar:
+    with console.progress(diagnosis.total, f"doctor {diagnosis.resolved.name}") as bar:
 
         def finished(result: CheckResult) -> None:
             if rows_above_bar:
                 bar.log(line_for(result))
             bar.advance(label=f"{result.id} {result.status.value}")
 
-        try:
-            report = check(
-                resolved.model,
-                args,
-                selected,
-                kwargs=kwargs,
-                options=options,
-                name=resolved.name,
-                on_result=finished,
-            )
-        except DoctorInterrupted as stop:
-            report = stop.report
+        report = diagnosis.run(on_result=finished)
     console.emit(report.render(fmt))
     if report.interrupted:
         click_ctx.exit(ExitCode.INTERRUPTED)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         doctor_inputs,
     )
     from torchwise.doctor.context import reseed_all as seed_all
+    from torchwise.doctor.diagnose import Diagnosis, prepare_diagnosis
     from torchwise.doctor.options import Options
     from torchwise.doctor.preflight import validate_options
     from torchwise.doctor.registry import CHECK_IDS, CHECKS
@@ -36,6 +37,7 @@ __all__ = [
     "CHECK_IDS",
     "DOCTOR_SIZES",
     "CheckResult",
+    "Diagnosis",
     "DoctorError",
     "DoctorInterrupted",
     "Options",
@@ -46,6 +48,7 @@ __all__ = [
     "check",
     "doctor_batch",
     "doctor_inputs",
+    "prepare_diagnosis",
     "seed_all",
     "select",
     "validate_options",
@@ -59,6 +62,8 @@ _HOMES = {
     "doctor_batch": "batch",
     "doctor_inputs": "batch",
     "seed_all": "context",
+    "Diagnosis": "diagnose",
+    "prepare_diagnosis": "diagnose",
     "CheckResult": "report",
     "DoctorError": "api",
     "DoctorInterrupted": "api",

@@ -118,34 +118,28 @@ def diagnose_model(
     loss: str,
     progress: Progress,
 ) -> DoctorSummary:
-    """Doctor, one check at a time so that each finished check is a progress step."""
+    """Doctor as `torchwise doctor` runs it (the same seed, batch and options); each
+    finished check is a progress step."""
     require_torch("the MCP tool diagnose_model")
-    from torchwise.doctor import CHECK_IDS, check, doctor_batch, seed_all
+    import json
 
-    selected = [c for c in CHECK_IDS if not checks or c in checks]
-    unknown = sorted(set(checks or ()) - set(CHECK_IDS))
-    if unknown:
-        raise TorchwiseError(
-            f"unknown check id(s): {', '.join(unknown)}", hint=f"valid ids: {', '.join(CHECK_IDS)}"
-        )
-    progress(0, len(selected) + 1, f"building {target}")
-    seed_all(0)  # doctor's default seed: the same model and batch as `torchwise doctor`
-    resolved = _resolve(target, inputs, init_kwargs, config, "cpu")
-    args, kwargs = doctor_batch(resolved, inputs_given=bool(inputs))
-    parts = []
-    for index, check_id in enumerate(selected, 1):
-        progress(index, len(selected) + 1, f"doctor check {check_id}")
-        report = check(
-            resolved.model,
-            args,
-            [check_id],
-            kwargs=kwargs,
-            loss=loss,
-            causal_dim=causal_dim,
-            name=resolved.name,
-        )
-        parts.append(evidence.doctor_summary(report))
-    return evidence.merge_doctor(parts)
+    from torchwise.doctor import prepare_diagnosis
+    from torchwise.isolation import import_from
+    from torchwise.target import TargetRequest
+
+    import_from(Path.cwd())  # the worker runs in the workspace root
+    init = None if init_kwargs is None else json.dumps(init_kwargs)
+    request = TargetRequest(target, tuple(inputs), init, config_start=config)
+    progress(0, None, f"building {target}")
+    diagnosis = prepare_diagnosis(request, checks or None, loss=loss, causal_dim=causal_dim)
+    total = diagnosis.total + 1
+    done = [0]
+
+    def finished(result: Any) -> None:
+        done[0] += 1
+        progress(done[0], total, f"doctor check {result.id}: {result.status.value}")
+
+    return evidence.doctor_summary(diagnosis.run(on_result=finished))
 
 
 def document_model(
