@@ -77,3 +77,23 @@ def test_persistent_workers_with_a_shared_generator_still_duplicate(run: Run) ->
     result = run(source)
     found = [f for f in result["findings"] if f["code"] == "TWR502"]
     assert len(found) == 1 and found[0]["line"] == 10  # self.state = np.random.RandomState(0)
+
+
+def test_a_process_the_script_starts_itself_is_said_to_be_unchecked(run: Run) -> None:
+    source = """
+    import multiprocessing
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    for batch in DataLoader(TensorDataset(torch.zeros(4, 2)), batch_size=2, num_workers=1):
+        pass  # a DataLoader worker: torch's process, not the script's
+    """
+    assert not any("multiprocessing.Process" in n for n in run(source)["notes"])
+    started = source + """
+    process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,))
+    process.start()
+    process.join()
+    """
+    assert any("multiprocessing.Process" in n for n in run(started)["notes"])

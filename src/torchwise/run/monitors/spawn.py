@@ -29,12 +29,14 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import torch.multiprocessing
 
 from torchwise.run.session import Session, StopRun
+from torchwise.run.sites import is_user_file
 
 #: seconds the other processes get to write their results once one has failed
 GRACE_SECONDS = 10.0
@@ -118,6 +120,25 @@ class SpawnMonitor:
         for owner in (torch.multiprocessing, module):
             patches.setattr(owner, "spawn", self._spawn)
             patches.setattr(owner, "start_processes", self._spawn)
+        patches.setattr(BaseProcess, "start", self._process_start(BaseProcess.start))
+
+    def _process_start(self, original: Any) -> Any:
+        """``Process.start`` that says when the script itself starts a process (the
+        pytorch.org tutorial's ranks): what it runs is not followed, so the report
+        must not read as if it were (DataLoader workers, started by torch, are not
+        the script's)."""
+        session = self.session
+
+        def start(process: BaseProcess) -> None:
+            if is_user_file(sys._getframe(1).f_code.co_filename):
+                session.note(
+                    "the script started a process with multiprocessing.Process: torchwise "
+                    "run follows ranks started by torch.multiprocessing.spawn or by --nproc "
+                    "(torchrun), so what that process ran was not checked"
+                )
+            original(process)
+
+        return start
 
     def _spawn(
         self,
