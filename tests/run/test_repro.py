@@ -91,9 +91,12 @@ def test_a_process_the_script_starts_itself_is_said_to_be_unchecked(run: Run) ->
         pass  # a DataLoader worker: torch's process, not the script's
     """
     assert not any("multiprocessing.Process" in n for n in run(source)["notes"])
-    started = source + """
+    started = (
+        source
+        + """
     process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,))
     process.start()
     process.join()
     """
+    )
     assert any("multiprocessing.Process" in n for n in run(started)["notes"])
