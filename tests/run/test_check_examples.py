@@ -16,7 +16,8 @@ from run_helpers import codes, run_source
 from torchwise.run.catalog import all_checks
 
 CHECKS = all_checks()
-IN_PROCESS = sorted(code for code, check in CHECKS.items() if check.needs != "nproc")
+#: the checks that need processes of their own are exercised in test_distributed/test_spawn
+IN_PROCESS = sorted(code for code, c in CHECKS.items() if c.needs not in ("nproc", "spawn"))
 
 
 def _options(code: str) -> dict[str, object]:

@@ -126,3 +126,20 @@ def test_start_processes_without_join_returns_a_context_to_join(tmp_path: Path) 
     report = run_script(script, options=options, cwd=tmp_path)
     assert [f for f in report.findings if f.severity.value != "info"] == []
     assert "parent done" in report.output and report.summary()["ranks"] == 2
+
+
+def test_twr504_example_and_use_instead(tmp_path: Path) -> None:
+    from torchwise.run.catalog import get_check
+
+    check = get_check("TWR504")
+    assert check is not None
+    options = RunOptions(steps=3, collective_timeout=10, script_output="capture")
+    found = {}
+    for name, source in (("example", check.example()), ("use_instead", check.use_instead())):
+        script = tmp_path / f"{name}.py"
+        script.write_text(source, encoding="utf-8")
+        report = run_script(script, options=options, cwd=tmp_path)
+        found[name] = [(f.code, f.line) for f in report.findings if f.severity.value != "info"]
+    spawn_line = next(n for n, t in enumerate(check.example().splitlines(), 1) if "mp.spawn(" in t)
+    assert found["example"] == [("TWR504", spawn_line)]
+    assert found["use_instead"] == []

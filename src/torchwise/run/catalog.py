@@ -138,8 +138,14 @@ def describe(code: str) -> CodeInfo | None:
 _OR = {"nproc": " or ranks started by `mp.spawn`"}
 
 
+#: what a check needs that is not an option
+_NOT_AN_OPTION = {"spawn": "a script that starts processes with `mp.spawn`"}
+
+
 def _needs(found: Check) -> str:
     """What a check needs, in Markdown: "`--nproc` or ranks started by `mp.spawn`"."""
+    if found.needs in _NOT_AN_OPTION:
+        return _NOT_AN_OPTION[found.needs]
     return f"`--{found.needs.replace('_', '-')}`{_OR.get(found.needs, '')}"
 
 

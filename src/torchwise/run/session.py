@@ -123,6 +123,8 @@ class Session:
         self.step_times: list[float] = []
         self._last_step_end: float | None = None
         self.stopped_by = ""
+        #: where the script first seeded torch's global generator (the checks record it)
+        self.seeded_at: Site | None = None
         #: a replay of the model is running: monitors ignore what it does
         self.replaying = False
         self.started = time.perf_counter()

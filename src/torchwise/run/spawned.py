@@ -25,6 +25,7 @@ from typing import Any
 from torchwise.run.child import release_process_group, result_of, run_guarded, stop_on_signal
 from torchwise.run.options import RunOptions
 from torchwise.run.session import Session, StopRun
+from torchwise.run.sites import Site
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,13 +49,36 @@ def main(argv: list[str] | None = None) -> int:
         fn, args = pickle.loads(spec["payload"])
         fn(index, *args)
 
+    import torch
+
+    generator_at_start = torch.get_rng_state()
     status = run_guarded(session, body)
     with contextlib.suppress(StopRun):  # a judge's replay may meet the budget
         instrumentation.finish()
+    if not torch.equal(generator_at_start, torch.get_rng_state()):
+        _unseeded_draws(session, spec)
     result = {**result_of(session, status), "spawned": spec["call"]}
     (spec_path.parent / f"rank{index}.json").write_text(json.dumps(result), encoding="utf-8")
     release_process_group()
     return status if isinstance(status, int) else 0
+
+
+def _unseeded_draws(session: Session, spec: dict[str, Any]) -> None:
+    """TWR504: this process drew from torch's generator, which the parent seeded
+    (before spawning) and this process never did."""
+    parent, spawned_at = spec.get("parent_seed"), spec.get("spawn_site")
+    if parent is None or spawned_at is None or session.seeded_at is not None:
+        return
+    seed = Site.from_json(parent)
+    session.report(
+        "TWR504",
+        Site.from_json(spawned_at),
+        f"torch.manual_seed at {seed.label} seeds the parent only: the processes "
+        "mp.spawn starts here are fresh interpreters whose generators start unseeded, "
+        "and they drew from them (initial weights, dropout, randn, shuffles), so each "
+        "run differs; seed inside the function they run",
+        evidence={"parent seed": seed.label},
+    )
 
 
 if __name__ == "__main__":

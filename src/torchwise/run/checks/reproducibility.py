@@ -209,3 +209,91 @@ class NondeterministicOpOnGpu:
         optimizer.step()
     ```
     """
+
+
+@check("TWR504", "seed-not-in-spawned-process", Severity.WARNING, needs="spawn")
+class SeedNotInSpawnedProcess:
+    """The script seeds torch, then `mp.spawn` starts processes that draw unseeded.
+
+    ## What it does
+    When the script calls `torch.manual_seed` before `torch.multiprocessing.spawn`
+    (or `start_processes`), checks each spawned process: one that never seeds torch
+    itself but draws from torch's global generator (a model's initial weights,
+    dropout, `torch.randn`, a `RandomSampler` without a generator) is reported at
+    the line of the `mp.spawn` call, with the line of the parent's seed.
+
+    ## Why is this bad?
+    A spawned process is a fresh interpreter: the parent's seed does not reach
+    it, and its generator starts from a random seed. The script looks seeded,
+    but every run draws different initial weights, dropout masks and shuffles,
+    so two runs of the same code disagree and a regression cannot be told from
+    noise.
+
+    ## Example
+    ```python
+    import os
+    import socket
+
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    def worker(rank, world_size, port):
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        model = DDP(nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        dist.destroy_process_group()
+
+
+    if __name__ == "__main__":
+        torch.manual_seed(0)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        mp.spawn(worker, args=(2, port), nprocs=2)
+    ```
+
+    ## Use instead
+    ```python
+    import os
+    import socket
+
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    def worker(rank, world_size, port):
+        torch.manual_seed(0)  # in the process that draws
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        model = DDP(nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        dist.destroy_process_group()
+
+
+    if __name__ == "__main__":
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        mp.spawn(worker, args=(2, port), nprocs=2)
+    ```
+    """

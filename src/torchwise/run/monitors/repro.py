@@ -123,6 +123,7 @@ class ReproMonitor:
         def manual_seed(seed: Any) -> Any:
             if monitor.seed_site is None and not monitor.session.replaying:
                 monitor.seed_site = user_site()
+                monitor.session.seeded_at = monitor.seed_site
                 for key, ref in list(monitor._early.items()):
                     parameter: torch.Tensor | None = ref()
                     if parameter is not None:

@@ -36,7 +36,7 @@ from typing import Any
 import torch.multiprocessing
 
 from torchwise.run.session import Session, StopRun
-from torchwise.run.sites import is_user_file
+from torchwise.run.sites import is_user_file, user_site
 
 #: seconds the other processes get to write their results once one has failed
 GRACE_SECONDS = 10.0
@@ -170,8 +170,12 @@ class SpawnMonitor:
         preparation = multiprocessing.spawn.get_preparation_data("SpawnProcess")
         # multiprocessing pickles its authkey only for its own children
         preparation["authkey"] = bytes(preparation["authkey"])
+        seeded = self.session.seeded_at
+        site = user_site()
         spec = {
             "preparation": preparation,
+            "parent_seed": seeded.to_json() if seeded is not None else None,
+            "spawn_site": site.to_json() if site is not None else None,
             "payload": pickle.dumps((fn, args)),  # pickles fn as torch's spawn would
             "options": self.session.options.to_json(),
             "world": nprocs,
