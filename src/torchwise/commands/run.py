@@ -42,7 +42,8 @@ from torchwise.errors import ExitCode
 )  # fmt: skip
 @click.option(
     "--nproc", type=click.IntRange(min=1), default=1, show_default=True,
-    help="Run under torch.distributed.run with this many ranks (gloo on CPU).",
+    help="Run under torch.distributed.run with this many ranks (gloo on CPU). A script that "
+    "starts its own ranks with mp.spawn needs none: each spawned process is checked.",
 )  # fmt: skip
 @click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), default=900.0, show_default=True,
@@ -91,6 +92,7 @@ def run(
       torchwise run train.py
       torchwise run train.py --as-cuda --format json -o run.json -- --epochs 1
       torchwise run -m project.train --nproc 2
+      torchwise run spawn_train.py --as-cuda --gpus 2
       torchwise run --explain TWR101
     """
     from torchwise.run import catalog
