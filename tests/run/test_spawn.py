@@ -56,6 +56,10 @@ if __name__ == "__main__":
     mp.spawn(worker, args=(2, port), nprocs=2, join=True)
     print("parent done")
 """
+#: no test here waits for a collective to time out: a long limit keeps a slow start of one
+#: process on a loaded machine from failing the rendezvous
+COLLECTIVE_TIMEOUT = 120
+
 SAMPLER = "loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))"
 UNSAMPLED = "loader = DataLoader(data, batch_size=8, shuffle=True)"
 SET_EPOCH = "loader.sampler.set_epoch(epoch)"
@@ -66,7 +70,7 @@ def _run(tmp_path: Path, **parts: str) -> tuple[list[tuple[str, int, str]], str,
     source = SCRIPT.format(**fields)
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source), encoding="utf-8")
-    options = RunOptions(steps=3, collective_timeout=10, script_output="capture")
+    options = RunOptions(steps=3, collective_timeout=COLLECTIVE_TIMEOUT, script_output="capture")
     report = run_script(script, options=options, cwd=tmp_path)
     found = sorted((f.code, f.line, f.severity.value) for f in report.findings)
     return found, report.output, report.summary()
@@ -104,7 +108,9 @@ def test_a_spawning_script_under_nproc_gets_one_clear_line(tmp_path: Path) -> No
     script = tmp_path / "train.py"
     source = SCRIPT.format(loader=SAMPLER, set_epoch=SET_EPOCH, after="pass")
     script.write_text(source, encoding="utf-8")
-    options = RunOptions(nproc=2, steps=3, collective_timeout=10, script_output="capture")
+    options = RunOptions(
+        nproc=2, steps=3, collective_timeout=COLLECTIVE_TIMEOUT, script_output="capture"
+    )
     report = run_script(script, options=options, cwd=tmp_path)
     crashes = [f for f in report.findings if f.code == "TWR001"]
     assert [f.line for f in crashes] == [_line("mp.spawn(")]
@@ -122,7 +128,7 @@ def test_start_processes_without_join_returns_a_context_to_join(tmp_path: Path) 
     )
     script = tmp_path / "train.py"
     script.write_text(source, encoding="utf-8")
-    options = RunOptions(steps=3, collective_timeout=10, script_output="capture")
+    options = RunOptions(steps=3, collective_timeout=COLLECTIVE_TIMEOUT, script_output="capture")
     report = run_script(script, options=options, cwd=tmp_path)
     assert [f for f in report.findings if f.severity.value != "info"] == []
     assert "parent done" in report.output and report.summary()["ranks"] == 2
@@ -133,7 +139,7 @@ def test_twr504_example_and_use_instead(tmp_path: Path) -> None:
 
     check = get_check("TWR504")
     assert check is not None
-    options = RunOptions(steps=3, collective_timeout=10, script_output="capture")
+    options = RunOptions(steps=3, collective_timeout=COLLECTIVE_TIMEOUT, script_output="capture")
     found = {}
     for name, source in (("example", check.example()), ("use_instead", check.use_instead())):
         script = tmp_path / f"{name}.py"

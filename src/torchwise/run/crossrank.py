@@ -68,8 +68,10 @@ def judge(
 
 
 #: what a crash says when it is the consequence of another finding
+#: what gloo says when a collective's partner never came (or went away)
+_TIMEOUT_SIGNS = ("Timed out", "timed out", "Connection closed", "Connection reset")
 _CONSEQUENCES = {
-    "TWR603": ("gloo", "Connection closed", "Timed out", "timed out"),
+    "TWR603": ("gloo", *_TIMEOUT_SIGNS),
     "TWR604": ("Expected to have finished reduction",),
 }
 
@@ -234,10 +236,6 @@ def _stuck_collectives(
             {"ended by": reason, **({"first mismatch": mismatch[1]} if mismatch else {})},
         )
     ]
-
-
-#: what gloo says when a collective's partner never came (or went away)
-_TIMEOUT_SIGNS = ("Timed out", "timed out", "Connection closed", "Connection reset")
 
 
 def _timed_out(fact: dict[str, Any]) -> bool:

@@ -81,7 +81,6 @@ class ReproMonitor:
         self.session = session
         self.modules = modules
         self.loaders = loaders
-        self.seed_site: Site | None = None
         #: parameters created before the first seed: id -> weak reference
         self._early: dict[int, weakref.ref[torch.Tensor]] = {}
         self.dataset_inits: dict[int, Any] = {}
@@ -96,7 +95,7 @@ class ReproMonitor:
 
         def new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
             parameter: torch.Tensor = original_new(cls, data, requires_grad)
-            if monitor.seed_site is None:
+            if monitor.session.seeded_at is None:
                 monitor._early[id(parameter)] = weakref.ref(parameter)
             return parameter
 
@@ -121,9 +120,8 @@ class ReproMonitor:
         monitor = self
 
         def manual_seed(seed: Any) -> Any:
-            if monitor.seed_site is None and not monitor.session.replaying:
-                monitor.seed_site = user_site()
-                monitor.session.seeded_at = monitor.seed_site
+            if monitor.session.seeded_at is None and not monitor.session.replaying:
+                monitor.session.seeded_at = user_site()
                 for key, ref in list(monitor._early.items()):
                     parameter: torch.Tensor | None = ref()
                     if parameter is not None:
@@ -133,7 +131,7 @@ class ReproMonitor:
         return manual_seed
 
     def _first_step(self, optimizer: Any) -> None:
-        if self._checked or self.seed_site is None:
+        if self._checked or self.session.seeded_at is None:
             return
         self._checked = True
         unseeded = []
@@ -150,7 +148,7 @@ class ReproMonitor:
         names = [owners.get(id(p), ("?", 0))[0] for p in unseeded]
         self.session.report(
             "TWR501",
-            self.seed_site,
+            self.session.seeded_at,
             f"torch.manual_seed runs after the model's {len(unseeded)} parameter(s) were "
             "initialised: the starting weights differ from run to run (seed first, then build)",
             evidence={"parameters": ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")},
