@@ -49,8 +49,8 @@ demo: $(STAMP)
 	$(BIN)/torchwise ckpt inspect $(DEMO_OUT)/cifarnet.pt
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

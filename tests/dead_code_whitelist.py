@@ -61,3 +61,6 @@ _.pids
 
 # tune's profile rows and totals go into the JSON report through __dict__
 self_s
+
+# the contract generator (scripts/contracts) folds its guards with it
+referenced

@@ -17,11 +17,15 @@ from torchwise.console import Console
 )
 @output_options()
 def rules(code: str | None, fmt: str, console: Console) -> None:
-    """List every rule, or explain CODE (what it does, why, example, fix).
+    """List every rule, explain CODE, or show a torch name's history.
 
     \b
       torchwise rules            the table of rules
       torchwise rules TW101      one rule's documentation
+      torchwise rules torch.optim.lr_scheduler.ReduceLROnPlateau
+                                 a torch/torchvision/torchaudio/torchtext name
+                                 across releases: signatures, removals,
+                                 deprecations, the checks on its arguments
     """
     text = _rules_text(code, fmt)
     if console.output is not None:
@@ -35,6 +39,8 @@ def _rules_text(code: str | None, fmt: str) -> str:
     from torchwise.errors import TorchwiseError
     from torchwise.review.registry import all_rules, get_rule
 
+    if code is not None and "." in code and not code.upper().startswith("TW"):
+        return _history_text(code, fmt)
     if code is not None:
         info = get_rule(code)
         if info is None and code.strip().upper().startswith("TWR"):
@@ -70,6 +76,19 @@ def _rules_text(code: str | None, fmt: str) -> str:
         lines.append(f"{info.code} {flags} {info.severity.value:<7} {info.name:<36} {info.summary}")
     lines.append("\n* has an autofix   o off by default (enable with --extend-select CODE)")
     return "\n".join(lines)
+
+
+def _history_text(name: str, fmt: str) -> str:
+    from torchwise.errors import TorchwiseError
+    from torchwise.review.contracts.history import history, render_history
+
+    record = history(name)
+    if record is None:
+        raise TorchwiseError(
+            f"{name!r} is not a torch, torchvision, torchaudio or torchtext name",
+            hint="give a dotted name such as torch.nn.LSTM",
+        )
+    return json.dumps(record, indent=2) if fmt == "json" else render_history(record)
 
 
 def _rule_dict(info: object) -> dict[str, object]:

@@ -205,10 +205,11 @@ def _signature(path: str) -> Signature:
 
 @functools.cache
 def _engine_fingerprint() -> str:
-    """A hash of the review package's own sources, so editing a rule invalidates the cache."""
+    """A hash of the review package's own sources and data (the contract
+    tables), so editing a rule or regenerating a table invalidates the cache."""
     digest = hashlib.sha256()
     package = Path(__file__).parent
-    for file in sorted(package.rglob("*.py")):
+    for file in sorted([*package.rglob("*.py"), *package.rglob("*.sqlite")]):
         stat = file.stat()
         digest.update(f"{file.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return digest.hexdigest()

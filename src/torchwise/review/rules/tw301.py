@@ -13,6 +13,7 @@ from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import has_kwargs_splat, is_false
 from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._contracts import minimum_torch
 from torchwise.review.rules._loads import refused_content
 from torchwise.review.rules._security import (
     RETRY_ERRORS,
@@ -22,7 +23,6 @@ from torchwise.review.rules._security import (
     has_starred,
 )
 from torchwise.review.rules._util import add_keyword, in_compat_code, in_test_code
-from torchwise.review.settings import DEFAULT_MIN_TORCH
 
 
 @rule
@@ -170,12 +170,3 @@ def _downloaded(node: ast.Call, ctx: Context) -> bool:
     value = ctx.value_of(path)
     origin = "" if value is None else (value.origin or "")
     return _DOWNLOADS.search(origin) is not None
-
-
-def minimum_torch(ctx: Context) -> tuple[int, int]:
-    """The oldest torch the code must run on: configured, else declared, else the default."""
-    configured = None if ctx.settings is None else ctx.settings.min_torch_version
-    if configured is not None:
-        return configured
-    declared = ctx.project.torch_range.minimum
-    return declared if declared is not None else DEFAULT_MIN_TORCH
