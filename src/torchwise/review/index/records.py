@@ -140,6 +140,8 @@ class LoadFact:
     path_text: str
     file_name: str | None  # as SaveFact.file_name
     keys: list[str] = field(default_factory=list)  # items read: ckpt["args"]
+    #: The file name with its formatted parts as ``{}`` (``{}_actor{}.pth``).
+    file_template: str | None = None
     #: "true"/"false" when ``weights_only=`` is given as a literal, "given" when
     #: as an expression (the caller decides), None when left to the default.
     weights_only: str | None = None

@@ -22,7 +22,7 @@ from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import file_name
+from torchwise.review.engine.syntax import file_name, file_template
 from torchwise.review.index.records import (
     CUDA_OPTIONAL,
     NAMESPACE_NAMES,
@@ -633,6 +633,7 @@ def _load_fact(ctx: Context, load: F.LoadFacts) -> LoadFact:
         file_name=file_name(path),
         keys=sorted(load.keys),
         weights_only=weights_only,
+        file_template=None if path is None else file_template(path),
     )
 
 

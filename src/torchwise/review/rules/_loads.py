@@ -15,7 +15,7 @@ import ast
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import file_name, keyword
+from torchwise.review.engine.syntax import file_name, file_template, keyword, text_file_template
 from torchwise.review.index.records import SaveFact
 
 WEIGHTS_ONLY_DEFAULT = (2, 6)
@@ -42,19 +42,50 @@ def refused_content(load: F.LoadFacts, ctx: Context) -> str | None:
     path = _path_argument(load.node)
     name = file_name(path)
     text = None if path is None else ctx.text(path)
+    template = None if path is None else file_template(path)
     for where, save in ctx.project.saves():
-        same_file = (name is not None and save.file_name == name) or (
-            text is not None and where == ctx.path and save.path_text == text
+        same_file = (
+            (name is not None and save.file_name == name)
+            or (text is not None and where == ctx.path and save.path_text == text)
+            or (template is not None and saved_template(save) == template)
         )
-        shown = _where(where, save, ctx)
-        if same_file and save.whole in REFUSED:
-            return f"{REFUSED[save.whole]} (written by `torch.save` at {shown})"
-        if same_file or name is None or save.file_name is None:
-            for key in sorted(load.keys):  # a set: sorted, so the message is stable
-                kind = save.keys.get(key)
-                if kind in REFUSED:
-                    return f"{REFUSED[kind]} (saved under {key!r} by `torch.save` at {shown})"
+        if not same_file and not same_format(sorted(load.keys), save):
+            continue
+        refused = payload_refused(save)
+        if refused is not None:
+            return f"{refused} (written by `torch.save` at {_where(where, save, ctx)})"
     return None
+
+
+#: Keys so common that reading one says nothing about which checkpoint it is.
+_GENERIC_KEYS = frozenset(
+    {"model", "state_dict", "net", "params", "weights", "module", "model_state_dict"}
+)
+
+
+def same_format(keys: list[str], save: SaveFact) -> bool:
+    """Whether a load that reads ``keys`` reads what ``save`` writes, when no
+    file name links them: it reads only keys the save writes, and more than
+    one generic key (``"model"`` alone could be anyone's checkpoint)."""
+    if not keys or not save.keys or not set(keys) <= set(save.keys):
+        return False
+    return len(keys) >= 2 or keys[0] not in _GENERIC_KEYS
+
+
+def payload_refused(save: SaveFact) -> str | None:
+    """What in the payload ``weights_only=True`` refuses, if anything. The
+    unpickler stops at the first global outside its allowlist, so one refused
+    value anywhere fails the whole file, whatever key the load reads."""
+    if save.whole in REFUSED:
+        return REFUSED[save.whole]
+    refused = sorted(key for key, kind in save.keys.items() if kind in REFUSED)
+    if refused:
+        return f"{REFUSED[save.keys[refused[0]]]} under {refused[0]!r}"
+    return None
+
+
+def saved_template(save: SaveFact) -> str | None:
+    return text_file_template(save.path_text)
 
 
 def _where(path: str, save: SaveFact, ctx: Context) -> str:

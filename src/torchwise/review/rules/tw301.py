@@ -6,7 +6,6 @@ The class docstring is its user documentation (`torchwise rules TW301`).
 from __future__ import annotations
 
 import ast
-import re
 
 from torchwise.findings import Applicability, Fix, Severity
 from torchwise.review.engine import facts as F
@@ -15,6 +14,7 @@ from torchwise.review.engine.syntax import has_kwargs_splat, is_false
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._contracts import minimum_torch
 from torchwise.review.rules._loads import refused_content
+from torchwise.review.rules._provenance import DOWNLOAD, OWN, Provenance, provenance
 from torchwise.review.rules._security import (
     RETRY_ERRORS,
     TORCH_LOADERS,
@@ -65,12 +65,16 @@ class TorchLoadUnsafe(Rule):
     array is not reported here: `weights_only=True` would break it, and TW416
     reports it instead.
 
-    A warning where the file comes from elsewhere: a URL, a download, a
-    project that never writes checkpoints itself (so what it loads was
-    published by someone). A hint (`info`) where the project writes its own
-    checkpoints with `torch.save`: loading them is safe until someone loads a
-    file from elsewhere. Not reported for a project pinned to torch below
-    1.13, which has no `weights_only`.
+    A warning unless the project provably writes the file itself: the path
+    is a URL or a download, comes from the command line (`args.resume`), a
+    configuration (`cfg.MODEL.WEIGHTS`) or the environment, is a parameter
+    whose callers pass one of those (or that nothing shows the origin of),
+    or is a file name no `torch.save` of the project writes. The message says
+    which. A hint (`info`) only where the loaded path ends in a file name the
+    project's own `torch.save` writes (`os.path.join(args.out,
+    "checkpoint.pth")` when a save writes `checkpoint.pth`), or is the very
+    expression a save of the same file writes to. Not reported for a project
+    pinned to torch below 1.13, which has no `weights_only`.
 
     The minimum torch version is `min-torch-version` when configured, else the
     one the project declares (`pyproject.toml`, `requirements*.txt`,
@@ -90,7 +94,7 @@ class TorchLoadUnsafe(Rule):
     def __init__(self) -> None:
         # Loads without weights_only: judged at the end of the file, once it is
         # known whether they load a pickled module (TW416 reports those).
-        self.missing: list[tuple[ast.Call, str, Fix]] = []
+        self.missing: list[tuple[ast.Call, str, Fix, Provenance]] = []
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         qualname = ctx.call_name(node)
@@ -123,50 +127,34 @@ class TorchLoadUnsafe(Rule):
             (add_keyword(ctx, node, "weights_only=True"),),
             Applicability.UNSAFE,
         )
-        self.missing.append((node, callee, fix))
+        path = node.args[0] if node.args else argument(node, "f", None)
+        origin = Provenance(DOWNLOAD, "a URL") if callee != "torch.load" else provenance(path, ctx)
+        self.missing.append((node, callee, fix, origin))
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
         if ctx.project.torch_range.below is not None and ctx.project.torch_range.below <= (1, 13):
             return  # pinned below 1.13: torch.load has no weights_only to pass
-        own = bool(ctx.project.saves())
-        for node, callee, fix in self.missing:
+        for node, callee, fix, origin in self.missing:
             load = module.loads.get(node)
             if load is not None and refused_content(load, ctx) is not None:
                 continue  # it loads a pickled object: TW416, and weights_only=True would break it
-            if (
-                own
-                and callee != "torch.hub.load_state_dict_from_url"
-                and not _downloaded(node, ctx)
-            ):
+            if origin.kind == OWN:
                 ctx.report(
                     self,
                     node,
                     fix=fix,
                     severity=Severity.INFO,
-                    message=self.message + " (this project writes its own checkpoints: a risk "
-                    "only when someone loads a file from elsewhere)",
+                    message=self.message + " (a file this project writes: {origin}; a risk only "
+                    "when someone loads a file from elsewhere there)",
                     callee=callee,
+                    origin=origin.evidence,
                 )
                 continue
-            ctx.report(self, node, fix=fix, callee=callee)
-
-
-#: Calls that fetch a file from the network.
-_DOWNLOADS = re.compile(
-    r"(hf_hub_download|download_url_to_file|urlretrieve|cached_download|snapshot_download|"
-    r"get_file|download)$"
-)
-
-
-def _downloaded(node: ast.Call, ctx: Context) -> bool:
-    """Whether the loaded path is a URL, or a name assigned by a download call."""
-    path = node.args[0] if node.args else None
-    if path is None:
-        return False
-    if isinstance(path, ast.Constant) and isinstance(path.value, str):
-        return path.value.startswith(("http://", "https://"))
-    if isinstance(path, ast.Call):
-        return _DOWNLOADS.search(ctx.call_name(path) or ctx.text(path.func)) is not None
-    value = ctx.value_of(path)
-    origin = "" if value is None else (value.origin or "")
-    return _DOWNLOADS.search(origin) is not None
+            ctx.report(
+                self,
+                node,
+                fix=fix,
+                message=self.message + ": {origin}",
+                callee=callee,
+                origin=origin.describe(),
+            )

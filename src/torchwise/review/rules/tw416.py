@@ -30,7 +30,12 @@ class LoadFailsWithWeightsOnly(Rule):
     `nn.Module` or an optimizer (calls it, puts it in eval mode, steps it,
     passes it where the project uses a model), or the project's own
     `torch.save` writes a whole module, an optimizer, an `argparse.Namespace`
-    or a NumPy array to that file name or under a key the load reads. Not
+    or a NumPy array anywhere in the file the load reads: the same file name,
+    the same name pattern (`f"{out}/ckpt_{epoch}.pt"`), or, when no name
+    links them, a checkpoint whose keys include every key the load reads
+    (more than one generic key such as `"model"`). The weights-only
+    unpickler stops at the first object outside its allowlist, so one
+    refused value fails the whole file, whatever key the load reads. Not
     flagged when the project pins torch below 2.6 or the call passes
     `weights_only=False`.
 

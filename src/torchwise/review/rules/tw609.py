@@ -10,7 +10,12 @@ from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.index.records import LoadFact, SaveFact
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._loads import REFUSED, runs_on_weights_only_default
+from torchwise.review.rules._loads import (
+    payload_refused,
+    runs_on_weights_only_default,
+    same_format,
+    saved_template,
+)
 
 _EXAMPLE_SAVE = "torch.save"
 
@@ -22,9 +27,10 @@ class PayloadRefusedByWeightsOnly(Rule):
     default since torch 2.6 (`weights_only=True`): a whole `nn.Module` or
     optimizer object (also inside a list, a tuple or a dict), an
     `argparse.Namespace`, a NumPy array or scalar; when the project reads
-    that file back (the same file name) without `weights_only=False`, and
-    the part it reads (a key it takes) is the refused one. TW416 flags the
-    load; this flags the save, where the payload is made.
+    that file back without `weights_only=False` (the same file name or name
+    pattern, or a load that reads only keys this checkpoint writes). Any
+    refused value fails the whole load, whatever key the load then reads.
+    TW416 flags the load; this flags the save, where the payload is made.
 
     ## Why is this bad?
     The checkpoint is written fine and the run looks healthy; resuming,
@@ -91,24 +97,22 @@ class PayloadRefusedByWeightsOnly(Rule):
 def _refused_and_read(
     save: SaveFact, loads: list[tuple[str, LoadFact]], ctx: Context
 ) -> tuple[str, str] | None:
-    if save.file_name is None:
+    refused = payload_refused(save)
+    if refused is None:
         return None
+    template = saved_template(save)
     for path, load in loads:
-        if load.file_name != save.file_name:
+        linked = (
+            (save.file_name is not None and load.file_name == save.file_name)
+            or (template is not None and load.file_template == template)
+            or same_format(load.keys, save)
+        )
+        if not linked:
             continue
         where = (
             f"`torch.load` on line {load.line}"
             if path == ctx.path
             else (f"`torch.load` at {path}:{load.line}")
         )
-        if save.whole in REFUSED:
-            return REFUSED[save.whole], where
-        for key in load.keys:
-            kind = save.keys.get(key)
-            if kind in REFUSED:
-                return f"{REFUSED[kind]} under {key!r}", where
-        if not load.keys:
-            refused = sorted(k for k, kind in save.keys.items() if kind in REFUSED)
-            if refused:
-                return f"{REFUSED[save.keys[refused[0]]]} under {refused[0]!r}", where
+        return refused, where
     return None
