@@ -47,6 +47,7 @@ FAMILIES: dict[str, str] = {
     "numerics": "Numerics (TW5xx)",
     "checkpoints": "Checkpoints and reproducibility (TW6xx)",
     "tensors": "Tensor devices, shapes and storage (TW7xx)",
+    "distributed": "Distributed training (TW8xx)",
 }
 
 #: What a real finding does to a project, most serious first: silently wrong
@@ -69,6 +70,7 @@ _FAMILY_IMPACT = {
     "deprecated": "maintenance",
     "checkpoints": "reproducibility",
     "tensors": "crash",
+    "distributed": "crash",
 }
 
 REQUIRED_HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")

@@ -37,6 +37,41 @@ SEEDS_TORCH = "seeds_torch"
 #: Runs a model with autograd on (not under ``no_grad``). The index drops it
 #: from a callee called under ``no_grad`` and from a ``no_grad`` function.
 MODEL_CALL_WITH_GRAD = "model_call_with_grad"
+#: Draws from NumPy's or Python's global generator (``np.random.rand``,
+#: ``random.shuffle``), and seeds it (``np.random.seed``, ``random.seed``, or a
+#: helper that seeds every generator: ``seed_everything``, ``set_seed``).
+DRAWS_NUMPY, DRAWS_RANDOM = "draws_numpy", "draws_random"
+SEEDS_NUMPY, SEEDS_RANDOM = "seeds_numpy", "seeds_random"
+_NUMPY_DRAW = re.compile(
+    r"numpy\.random\.(?!seed$|get_state$|set_state$|default_rng$|RandomState$|Generator$|"
+    r"SeedSequence$|PCG64$|MT19937$)\w+$"
+)
+_RANDOM_DRAW = re.compile(
+    r"random\.(random|randint|randrange|choice|choices|shuffle|sample|uniform|gauss|"
+    r"normalvariate|betavariate|expovariate|triangular)$"
+)
+#: Starts the default process group (``torch.distributed.init_process_group``).
+INITS_PROCESS_GROUP = "inits_process_group"
+#: Needs the default process group: a collective, or ``get_rank()``/
+#: ``get_world_size()``, which raise without one.
+NEEDS_PROCESS_GROUP = "needs_process_group"
+_PROCESS_GROUP_STARTERS = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+        "deepspeed.init_distributed",
+    }
+)
+_DIST = "torch.distributed."
+PROCESS_GROUP_CALLS = frozenset(
+    _DIST + name
+    for name in (
+        "barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_into_tensor",
+        "all_gather_object", "broadcast", "broadcast_object_list", "reduce", "reduce_scatter",
+        "reduce_scatter_tensor", "gather", "gather_object", "scatter", "scatter_object_list",
+        "all_to_all", "all_to_all_single", "get_rank", "get_world_size", "new_group",
+    )
+)  # fmt: skip
 #: Generators that hold their own state: seeding one seeds nothing else.
 _LOCAL_GENERATORS = {
     "torch.Generator",
@@ -155,12 +190,24 @@ def is_model_call_with_grad(call: F.CallEvent) -> bool:
 _OTHER_GENERATORS = ("random.", "numpy.", "tensorflow.", "jax.", "gym.", "gymnasium.")
 
 
+#: Seeds of the CUDA generators only: the CPU generator (weight initialisation
+#: before a model is moved, samplers, CPU dropout) stays as it was.
+_CUDA_ONLY_SEEDS = frozenset(
+    {
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "torch.cuda.seed",
+        "torch.cuda.seed_all",
+    }
+)
+
+
 def seeds_torch(call: F.CallEvent) -> bool:
-    """A seed that reaches torch's generator, as far as the call tells."""
+    """A seed that reaches torch's (CPU) generator, as far as the call tells."""
     if not is_seed(call):
         return False
     qualname = call.qualname or ""
-    if qualname.startswith(_OTHER_GENERATORS):
+    if qualname.startswith(_OTHER_GENERATORS) or qualname in _CUDA_ONLY_SEEDS:
         return False
     return not (call.method == "seed" and not qualname)  # env.seed(0), space.seed(0)
 
@@ -195,6 +242,45 @@ def uses_scaler(call: F.CallEvent) -> bool:
     return (call.qualname or "").endswith("GradScaler")
 
 
+def draws_numpy(call: F.CallEvent) -> bool:
+    return _NUMPY_DRAW.match(call.qualname or "") is not None
+
+
+def draws_random(call: F.CallEvent) -> bool:
+    return _RANDOM_DRAW.match(call.qualname or "") is not None
+
+
+def _seeds_every_generator(call: F.CallEvent) -> bool:
+    """A seed helper that is not one generator's own seed (``seed_everything``,
+    ``set_seed``, a project's ``fix_seed``): it is taken to seed them all."""
+    if not is_seed(call):
+        return False
+    qualname = call.qualname or ""
+    if qualname.startswith(("torch.", "random.", "numpy.", "gym", "tensorflow", "jax")):
+        return False
+    return not (call.method == "seed" and not qualname)  # env.seed(0), space.seed(0)
+
+
+def seeds_numpy(call: F.CallEvent) -> bool:
+    qualname = call.qualname or ""
+    return qualname in ("numpy.random.seed", "numpy.random.set_state") or _seeds_every_generator(
+        call
+    )
+
+
+def seeds_random(call: F.CallEvent) -> bool:
+    qualname = call.qualname or ""
+    return qualname in ("random.seed", "random.setstate") or _seeds_every_generator(call)
+
+
+def inits_process_group(call: F.CallEvent) -> bool:
+    return call.qualname in _PROCESS_GROUP_STARTERS
+
+
+def needs_process_group(call: F.CallEvent) -> bool:
+    return call.qualname in PROCESS_GROUP_CALLS
+
+
 PREDICATES = {
     BACKWARD: is_tensor_backward,
     STEP: is_optimizer_step,
@@ -209,6 +295,12 @@ PREDICATES = {
     LEARNS: learns,
     BUILDS_MODEL: builds_model,
     BUILDS_OPTIMIZER: builds_optimizer,
+    INITS_PROCESS_GROUP: inits_process_group,
+    NEEDS_PROCESS_GROUP: needs_process_group,
+    DRAWS_NUMPY: draws_numpy,
+    DRAWS_RANDOM: draws_random,
+    SEEDS_NUMPY: seeds_numpy,
+    SEEDS_RANDOM: seeds_random,
 }
 
 
@@ -225,7 +317,21 @@ _METHOD_EFFECTS = {
     "train": frozenset({EVAL, TRAIN}),
 }
 _ANY_CALL_EFFECTS = frozenset(
-    {MODEL_CALL, MODEL_CALL_WITH_GRAD, SEED, SEEDS_TORCH, SCALER, BUILDS_MODEL, BUILDS_OPTIMIZER}
+    {
+        MODEL_CALL,
+        MODEL_CALL_WITH_GRAD,
+        SEED,
+        SEEDS_TORCH,
+        SCALER,
+        BUILDS_MODEL,
+        BUILDS_OPTIMIZER,
+        INITS_PROCESS_GROUP,
+        NEEDS_PROCESS_GROUP,
+        DRAWS_NUMPY,
+        DRAWS_RANDOM,
+        SEEDS_NUMPY,
+        SEEDS_RANDOM,
+    }
 )
 
 

@@ -115,6 +115,11 @@ class ProjectView:
         """The libraries the project writes pickle files with (``pickle.dump``)."""
         return frozenset()
 
+    def process_group_optional(self) -> str | None:
+        """Where the project starts its process group on some paths only
+        (``path:line``), when it does: it also runs without one."""
+        return None
+
     def written_for(self) -> frozenset[str]:
         """What the project's code shows of the library versions it is written
         for ("gym>=0.26"), from every file."""

@@ -114,6 +114,7 @@ class ProjectIndex:
         self._resolved: dict[tuple[str, tuple[str, ...]], str | None] = {}
         self._callers: dict[str, list[CallSite]] | None = None
         self._saves: list[tuple[str, SaveFact]] | None = None
+        self._optional_group: str | None = None  # "" once looked for and not found
         self._placements: dict[str, tuple[str, int]] | None = None
         self._dependencies: dict[str, frozenset[str]] = {}
         self._component_digests: dict[int, str] = {}
@@ -418,6 +419,32 @@ class ProjectIndex:
         self._effects[function_id] = result
         return result
 
+    def process_group_optional(self) -> str | None:
+        """Where the project starts its process group on some paths only, as
+        ``path:line``: under a test that chooses between a distributed and a
+        single-process run (``if args.distributed:``, ``if world_size > 1:``,
+        ``if "RANK" in os.environ:``, or after an early ``return`` for a
+        single process). A start guarded only by ``is_initialized()`` is the
+        same group started once; one under ``if __name__ == "__main__":`` or a
+        choice of cluster (``if args.platform == "local":``) starts it on
+        every path."""
+        if self._optional_group is None:
+            self._optional_group = ""
+            for path, summary in sorted(self.summaries.items()):
+                for fact in summary.functions.values():
+                    for effect, line, _col, branch in fact.events:
+                        conditions = [
+                            text
+                            for text, _ in branch
+                            if DISTRIBUTED_CHOICE.search(text)
+                            and "is_initialized" not in text
+                            and "__name__" not in text
+                        ]
+                        if effect == E.INITS_PROCESS_GROUP and conditions:
+                            self._optional_group = f"{path}:{line}"
+                            return self._optional_group
+        return self._optional_group or None
+
     def path_effects(self, function_id: str, flag: str, polarity: bool) -> frozenset[str]:
         """The effects on the path where parameter ``flag`` is ``polarity``."""
         fact = self.function(function_id)
@@ -675,6 +702,7 @@ class ProjectIndex:
                 digest.update(repr(save).encode())
             for load_path, load in self.loads():
                 digest.update(f"{load_path}{load!r}".encode())
+            digest.update(repr(self.process_group_optional()).encode())
             cached = self._component_digests[key] = digest.hexdigest()
         return cached
 
@@ -682,6 +710,14 @@ class ProjectIndex:
         from torchwise.review.index.view import IndexView
 
         return IndexView(self, path)
+
+
+#: A test that chooses between a distributed and a single-process run.
+DISTRIBUTED_CHOICE = re.compile(
+    r"distributed|world_size|WORLD_SIZE|\bRANK\b|local_rank|LOCAL_RANK|ddp|\bgpus?\b|n_?gpus?|"
+    r"num_gpus|multiprocessing|\bdist\b|dist_url|use_dist|nproc|\brank\b",
+    re.IGNORECASE,
+)
 
 
 def _has_batchnorm(attribute: ArgFact | None, class_has_batchnorm: bool) -> bool:

@@ -301,6 +301,9 @@ class IndexView(ProjectView):
     def pickles_with(self) -> frozenset[str]:
         return self.index.pickles_with()
 
+    def process_group_optional(self) -> str | None:
+        return self.index.process_group_optional()
+
 
 def _requalify(origin: str, target: str, view: IndexView) -> str | None:
     """A name written in another file, made resolvable from this one: keep it

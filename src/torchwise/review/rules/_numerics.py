@@ -33,15 +33,18 @@ _PRODUCERS = {
 _PRODUCER_MODULES = {"torch.nn.Softmax": SOFTMAX, "torch.nn.Sigmoid": SIGMOID}
 # loss -> (what it expects, the producer that is wrong for it)
 CE, NLL, BCE = "cross_entropy", "nll_loss", "binary_cross_entropy"
+BCE_LOGITS = "binary_cross_entropy_with_logits"
 _LOSS_FUNCTIONS = {
     "torch.nn.functional.cross_entropy": CE,
     "torch.nn.functional.nll_loss": NLL,
     "torch.nn.functional.binary_cross_entropy": BCE,
+    "torch.nn.functional.binary_cross_entropy_with_logits": BCE_LOGITS,
 }
 _LOSS_MODULES = {
     "torch.nn.CrossEntropyLoss": CE,
     "torch.nn.NLLLoss": NLL,
     "torch.nn.BCELoss": BCE,
+    "torch.nn.BCEWithLogitsLoss": BCE_LOGITS,
 }
 _AMBIGUOUS = "?"
 

@@ -129,8 +129,26 @@ class UnseededTrainingScript(Rule):
                 ctx.report(self, trainer.node, message=message, severity=level)
 
     def _check_partial(self, module: F.ModuleFacts, ctx: Context) -> None:
-        """Seeds torch only, but draws from Python's or NumPy's generator here."""
+        """Seeds torch only, but draws from Python's or NumPy's generator here,
+        or in a project function it runs."""
         seeds = [c.qualname or "" for c in module.calls if E.is_seed(c)]
+        effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
+        for draws, seeded, drawn in (
+            (E.DRAWS_NUMPY, E.SEEDS_NUMPY, "numpy.random"),
+            (E.DRAWS_RANDOM, E.SEEDS_RANDOM, "random"),
+        ):
+            here = any(
+                (E.draws_numpy if draws == E.DRAWS_NUMPY else E.draws_random)(call)
+                for call in module.calls
+            )
+            if draws in effects and seeded not in effects and not here and seeds:
+                message = (
+                    "this training script seeds torch, but code it runs draws from "
+                    "`{generator}`, which is never seeded: runs are not reproducible"
+                )
+                where = _entry_node(self.entry_point, module)
+                ctx.report(self, where, message=message, generator=drawn)
+                return
         if not seeds or not all(_TORCH_SEED.match(name) for name in seeds):
             return  # seeded elsewhere (can't tell what), or beyond torch
         for call in module.calls:
@@ -159,6 +177,14 @@ def asks_for_reproducibility(source: str) -> bool:
 
 _TORCH_SEED = re.compile(r"torch\.(cuda\.)?(manual_seed(_all)?|random\.manual_seed)$")
 _UNSEEDED_DRAW = re.compile(r"(random|numpy\.random)\.(?!seed$|get_state$|set_state$)\w+$")
+
+
+def _entry_node(entry: ast.If | None, module: F.ModuleFacts) -> ast.AST:
+    """Where a finding about the whole script goes: its entry point, else its first seed."""
+    if entry is not None:
+        return _line_of(entry)
+    seed = next((call.node for call in module.calls if E.is_seed(call)), None)
+    return seed if seed is not None else module.node
 
 
 def _is_main_guard(test: ast.expr) -> bool:

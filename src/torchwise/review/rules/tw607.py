@@ -80,8 +80,12 @@ class SeedNotReachingSpawnedProcesses(Rule):
         effects = ctx.project.effects(target)
         found = self._parent_setting(node, ctx)
         if found is not None:
-            what, line, seed = found
-            if (E.SEED if seed else E.DETERMINISTIC) in effects:
+            what, line, seed, torch_seed = found
+            # A parent that seeds torch needs workers that seed torch's CPU
+            # generator: `torch.cuda.manual_seed` alone leaves the weights'
+            # initialisation (made on the CPU) random.
+            needed = (E.SEEDS_TORCH if torch_seed else E.SEED) if seed else E.DETERMINISTIC
+            if needed in effects:
                 return
             fact = ctx.project.function(target)
             ctx.report(
@@ -95,7 +99,7 @@ class SeedNotReachingSpawnedProcesses(Rule):
                 worker_line=str(fact.line if fact is not None else node.lineno),
             )
 
-    def _parent_setting(self, node: ast.Call, ctx: Context) -> tuple[str, int, bool] | None:
+    def _parent_setting(self, node: ast.Call, ctx: Context) -> tuple[str, int, bool, bool] | None:
         """The first seed or determinism flag the parent set before ``node``,
         where a re-import does not run it again."""
         line = node.lineno
@@ -109,7 +113,7 @@ class SeedNotReachingSpawnedProcesses(Rule):
             if E.is_seed(call) or (
                 call.target is not None and E.SEED in ctx.project.effects(call.target)
             ):
-                return f"`{ctx.text(call.node.func)}`", call.line, True
+                return f"`{ctx.text(call.node.func)}`", call.line, True, E.seeds_torch(call)
         for setting in ctx.module.settings:
             at = getattr(setting.node, "lineno", 0)
             if setting.function is not function or at >= line or setting.value is False:
@@ -118,7 +122,7 @@ class SeedNotReachingSpawnedProcesses(Rule):
                 continue
             if setting.name != "benchmark":
                 shown = ctx.text(setting.node).split("(")[0]
-                return f"`{shown}`", at, False
+                return f"`{shown}`", at, False, False
         return None
 
 
