@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from torchwise.findings import Applicability, Edit, Fix
+from torchwise.findings import Applicability, Edit, Fix, Severity
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import keyword, last_name
 from torchwise.review.files import is_test_module
@@ -84,7 +84,10 @@ def torch_is_imported(ctx: Context) -> bool:
 
 
 # An `if` test that selects code by library version or feature availability.
-_COMPAT_TEST = re.compile(r"version|torch_(greater|less|geq|lt|ge)|TORCH_\w*\d|hasattr", re.I)
+_COMPAT_TEST = re.compile(
+    r"version|torch_(greater|less|geq|lt|ge)|TORCH_\w*\d|\b\w*_(MAJOR|MINOR)\b|\b(MAJOR|MINOR)_\w*|hasattr",
+    re.I,
+)
 
 
 def in_compat_code(ctx: Context, catching: frozenset[str] | None = None) -> bool:
@@ -113,3 +116,13 @@ def in_compat_code(ctx: Context, catching: frozenset[str] | None = None) -> bool
 def _handler_names(handler: ast.ExceptHandler) -> set[str]:
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return {last_name(Context.dotted(item)) for item in types if item is not None}
+
+
+_HALF_PRECISION = re.compile(r"float16|\.half\(\)|autocast|GradScaler|\bfp16\b|\bamp\b")
+
+
+def underflow_severity(ctx: Context) -> Severity | None:
+    """An underflow to -inf (``log`` of a softmax or a sigmoid) is likely where
+    the file computes in float16 (logit gaps of about 17 suffice); in float32
+    it takes gaps near 100, a robustness hint."""
+    return None if _HALF_PRECISION.search(ctx.source) else Severity.INFO

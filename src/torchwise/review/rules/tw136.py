@@ -9,6 +9,7 @@ import ast
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._layers import PARAMETRIZED_LAYERS
 from torchwise.review.rules._modules import creates_module, self_attribute
@@ -63,6 +64,9 @@ class LayerCreatedInForward(Rule):
         kind = creates_module(ctx, node)
         if kind != "parameter" and qualname not in PARAMETRIZED_LAYERS:
             return
+        grad = keyword(node, "requires_grad")
+        if grad is not None and isinstance(grad.value, ast.Constant) and grad.value.value is False:
+            return  # a constant on purpose (`nn.Parameter(pe, requires_grad=False)`)
         parents = ctx.parents
         if any(isinstance(parent, (ast.If, ast.IfExp, ast.Try)) for parent in parents):
             return  # lazy initialisation: `if self.proj is None: self.proj = nn.Linear(...)`

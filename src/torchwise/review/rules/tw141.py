@@ -62,6 +62,12 @@ class EvaluationLoaderDropsSamples(Rule):
         drop = keyword(node, "drop_last")
         if drop is None or not is_true(drop.value):
             return
+        size = keyword(node, "batch_size")
+        size_value = (
+            size.value if size is not None else (node.args[1] if len(node.args) > 1 else None)
+        )
+        if isinstance(size_value, ast.Constant) and size_value.value == 1:
+            return  # batches of one: there is no partial batch to drop
         dataset = node.args[0] if node.args else getattr(keyword(node, "dataset"), "value", None)
         names = [ctx.dotted(dataset) if dataset is not None else None]
         parent = ctx.parent

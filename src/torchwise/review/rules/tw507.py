@@ -16,7 +16,7 @@ from torchwise.review.rules._numerics_stable import (
     logged_argument,
     single_argument,
 )
-from torchwise.review.rules._util import replace, torch_is_imported
+from torchwise.review.rules._util import replace, torch_is_imported, underflow_severity
 
 
 @rule
@@ -31,6 +31,11 @@ class LogOfSigmoid(Rule):
     `sigmoid(x)` rounds to exactly 0 for `x` below about -88 in float32 (-17
     in float16), and the log of it is `-inf`. `F.logsigmoid` computes
     `-softplus(-x)`, which is exact for every `x`.
+
+    A warning in a file that computes in half precision (`autocast`, a
+    `GradScaler`, `.half()`, `float16`), where the underflow starts at a
+    logit gap of about 17; elsewhere a hint (`info`): in float32 it takes a
+    gap near 100.
 
     ## Example
     ```python
@@ -72,6 +77,7 @@ class LogOfSigmoid(Rule):
             ctx.report(
                 self,
                 node,
+                severity=underflow_severity(ctx),
                 message=self.held_message,
                 name=ctx.text(inner),
                 where=where,
@@ -88,4 +94,4 @@ class LogOfSigmoid(Rule):
         if argument is not None and torch_is_imported(ctx):
             text = f"torch.nn.functional.logsigmoid({ctx.text(argument)})"
             fix = Fix("Use `F.logsigmoid`", (replace(ctx, node, text),), Applicability.SAFE)
-        ctx.report(self, node, fix=fix)
+        ctx.report(self, node, fix=fix, severity=underflow_severity(ctx))

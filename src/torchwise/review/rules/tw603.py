@@ -111,10 +111,19 @@ def _resumable(save: SaveFact) -> bool:
 
 
 def _has_optimizer(save: SaveFact) -> bool:
+    """Whether the checkpoint may hold the optimizer: under a key that says so,
+    or inside the state of an object that is neither a model nor an optimizer
+    (``trainer.state_dict()`` usually carries its optimizer's)."""
     return any(
-        _optimizer_key(key) or kind in {"optimizer_state", "optimizer"}
+        _optimizer_key(key)
+        or (kind in {"optimizer_state", "optimizer", "state"} and not _model_key(key))
         for key, kind in save.keys.items()
     )
+
+
+def _model_key(key: str) -> bool:
+    key = key.lower()
+    return any(word in key for word in ("model", "net", "ema", "encoder", "decoder", "generator"))
 
 
 def _progress(save: SaveFact) -> bool:
