@@ -16,6 +16,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchwise.run.monitors.loader import LoaderMonitor
 from torchwise.run.monitors.spawn import SpawnMonitor
+from torchwise.run.monitors.warnings_monitor import WarningsMonitor
 from torchwise.run.session import Session
 from torchwise.run.sites import user_site
 
@@ -72,6 +73,8 @@ class Instrumentation:
         self.monitors: list[Monitor] = [_Eager(session), loaders]
         self.judges: list[Any] = []
         self.monitors.append(SpawnMonitor(session))
+        if options.checks:
+            self.monitors.append(WarningsMonitor(session))
         if options.as_cuda:
             from torchwise.run.monitors.devices import DeviceMonitor
 
