@@ -732,3 +732,44 @@ def test_a_draw_from_numpy_in_another_file_of_a_script_that_seeds_only_torch(
     )
     root = project(tmp_path / "seeded", files)
     assert not [item for item in found(root, select=("TW604",)) if item[0] == "train.py"]
+
+
+def test_a_load_is_a_warning_unless_the_project_provably_writes_the_file(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "requirements.txt": "torch>=2.0\n",
+            "train.py": """\
+                import argparse
+                import glob
+                import os
+
+                import torch
+
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--resume")
+                parser.add_argument("--out")
+                args = parser.parse_args()
+
+
+                def save(model, epoch):
+                    torch.save(model.state_dict(), os.path.join(args.out, f"epoch_{epoch}.pth"))
+
+
+                def restore(path):
+                    return torch.load(path)
+
+
+                user = torch.load(args.resume)
+                mine = torch.load(os.path.join(args.out, "epoch_3.pth"))
+                latest = torch.load(sorted(glob.glob(os.path.join(args.out, "epoch_*.pth")))[-1])
+                passed = restore(args.resume)
+                """,
+        },
+    )
+    report = review_paths([root], ReviewSettings(select=("TW301",)), jobs=1)
+    by_line = {finding.line: finding for finding in report.findings}
+    assert by_line[21].severity.value == "warning" and "command line" in by_line[21].message
+    assert by_line[22].severity.value == "info"
+    assert by_line[23].severity.value == "info"
+    assert by_line[18].severity.value == "warning" and "args.resume" in by_line[18].message

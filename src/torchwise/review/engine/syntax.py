@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 _NOT_CONSTANT = object()
@@ -100,7 +101,7 @@ def file_template(path: ast.AST) -> str | None:
     """The file name a path expression builds, its formatted parts as ``{}``
     (``f"./model/{env}_actor{step}.pth"`` -> ``{}_actor{}.pth``), when it
     names the file by more than its extension."""
-    whole = _template(path)
+    whole = path_template(path)
     if whole is None:
         return None
     name = whole.replace("\\", "/").rsplit("/", 1)[-1]
@@ -108,6 +109,7 @@ def file_template(path: ast.AST) -> str | None:
     return name if any(character.isalpha() for character in stem) else None
 
 
+@functools.lru_cache(maxsize=4096)
 def text_file_template(text: str) -> str | None:
     """file_template of an expression's source text (a SaveFact's ``path_text``)."""
     try:
@@ -117,7 +119,7 @@ def text_file_template(text: str) -> str | None:
     return file_template(expression)
 
 
-def _template(node: ast.AST) -> str | None:
+def path_template(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
@@ -129,16 +131,16 @@ def _template(node: ast.AST) -> str | None:
                 parts.append("{}")
         return "".join(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _template(node.left), _template(node.right)
+        left, right = path_template(node.left), path_template(node.right)
         return (left if left is not None else "{}") + (right if right is not None else "{}")
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        left = _template(node.left)
+        left = path_template(node.left)
         return None if left is None else re.sub(r"%[-#0 +]*\d*(?:\.\d+)?[a-zA-Z]", "{}", left)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if node.func.attr == "format":
-            base = _template(node.func.value)
+            base = path_template(node.func.value)
             return None if base is None else re.sub(r"\{[^{}]*\}", "{}", base)
         if node.func.attr in ("join", "joinpath") and node.args:
-            last = _template(node.args[-1])
+            last = path_template(node.args[-1])
             return last if last is not None else "{}"
     return None

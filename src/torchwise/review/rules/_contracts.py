@@ -97,8 +97,22 @@ class Range:
         return found
 
 
+class _Ranges:
+    """Per file: each library's range, worked out once."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, Range | None] = {}
+
+
 def declared_range(ctx: Context, library: str) -> Range | None:
     """The releases of ``library`` the file's project declares it runs on."""
+    ranges = ctx.helper(_Ranges).found
+    if library not in ranges:
+        ranges[library] = _declared_range(ctx, library)
+    return ranges[library]
+
+
+def _declared_range(ctx: Context, library: str) -> Range | None:
     contracts = tables()
     releases = contracts.releases(library)
     if not releases:

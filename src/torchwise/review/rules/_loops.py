@@ -102,6 +102,11 @@ def innermost_loop(loops: list[F.LoopFacts], call: F.CallEvent) -> F.LoopFacts |
     return max((loop for loop in loops if call in loop.calls), key=_depth, default=None)
 
 
+def loop_depth(loop: F.LoopFacts) -> int:
+    """How many loops enclose ``loop`` in its function (0 for an outermost one)."""
+    return _depth(loop)
+
+
 def _depth(loop: F.LoopFacts) -> int:
     depth = 0
     while loop.outer is not None:

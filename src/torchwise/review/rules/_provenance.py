@@ -13,12 +13,18 @@ parts takes the most telling part's origin.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import file_name, file_template, text_file_template
+from torchwise.review.engine.syntax import (
+    file_name,
+    file_template,
+    path_template,
+    text_file_template,
+)
 
 OWN = "own"
 DOWNLOAD = "download"
@@ -122,8 +128,15 @@ def _own(path: ast.AST, ctx: Context) -> Provenance | None:
             return Provenance(OWN, f"`torch.save` writes `{name}` at {shown}")
         if save.path_text == text and (where == ctx.path or _attribute(text)):
             return Provenance(OWN, f"`torch.save` writes `{text}` at {shown}")
-        if template is not None and text_file_template(save.path_text) == template:
+        saved = text_file_template(save.path_text)
+        if template is not None and saved == template:
             return Provenance(OWN, f"`torch.save` writes `{template}` at {shown}")
+        if (
+            name is not None
+            and saved is not None
+            and fnmatch.fnmatch(name, saved.replace("{}", "*"))
+        ):
+            return Provenance(OWN, f"`torch.save` writes `{saved}` at {shown}")
     return None
 
 
@@ -196,6 +209,10 @@ def _chain(node: ast.Attribute | ast.Subscript, ctx: Context, depth: int) -> Pro
 def _call(node: ast.Call, ctx: Context, depth: int) -> Provenance:
     name = ctx.call_name(node) or ctx.text(node.func)
     last = name.rsplit(".", 1)[-1]
+    if last in ("glob", "iglob", "rglob"):
+        return _globbed(node, ctx)
+    if last in ("sorted", "max", "min", "list", "next", "reversed") and node.args:
+        return _origin(node.args[0], ctx, depth + 1)  # `sorted(glob(...))[-1]`
     if _DOWNLOADS.search(last):
         return Provenance(DOWNLOAD, f"`{ctx.text(node.func)}(...)`")
     if name in ("os.getenv", "os.environ.get"):
@@ -207,6 +224,24 @@ def _call(node: ast.Call, ctx: Context, depth: int) -> Provenance:
         if isinstance(node.func, ast.Attribute) and last in ("format", "get", "replace", "resolve"):
             parts.append(node.func.value)
         return _strongest([_origin(part, ctx, depth + 1) for part in parts])
+    return Provenance(UNKNOWN, "")
+
+
+def _globbed(node: ast.Call, ctx: Context) -> Provenance:
+    """``glob(os.path.join(out, "ckpt-*.pth"))``: the project's own files when a
+    save writes names the pattern matches."""
+    pattern = node.args[-1] if node.args else None
+    text = path_template(pattern) if pattern is not None else None
+    if text is None:
+        return Provenance(UNKNOWN, "")
+    wanted = text.replace("\\", "/").rsplit("/", 1)[-1].replace("{}", "*")
+    for where, save in ctx.project.saves():
+        names = [save.file_name, text_file_template(save.path_text)]
+        for name in names:
+            if name and fnmatch.fnmatch(name.replace("{}", "0"), wanted):
+                return Provenance(
+                    OWN, f"`torch.save` writes `{name}` at {Path(where).name}:{save.line}"
+                )
     return Provenance(UNKNOWN, "")
 
 

@@ -10,11 +10,12 @@ from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
-    innermost_loop,
     is_optimizer_step,
     is_tensor_backward,
     is_zero_grad,
+    loop_depth,
     position,
+    top_level_calls,
 )
 from torchwise.review.rules._training import same_optimizer
 
@@ -58,20 +59,36 @@ class ZeroGradBeforeStep(Rule):
         self._check(function.calls, function.loops, ctx)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        self._check([c for c in module.calls if c.loop_depth], module.loops, ctx)
+        # The module's own statements: each function's calls were judged on leaving it.
+        top = [c for c in top_level_calls(module) if c.loop_depth]
+        self._check(top, [loop for loop in module.loops if loop.function is None], ctx)
 
     def _check(self, calls: list[F.CallEvent], loops: list[F.LoopFacts], ctx: Context) -> None:
         relevant = sorted(
             (c for c in calls if is_tensor_backward(c) or is_zero_grad(c) or is_optimizer_step(c)),
             key=lambda c: position(c.node),
         )
-        for index, zero in enumerate(relevant):
+        if not any(is_zero_grad(c) for c in relevant):
+            return
+        # Each call's innermost loop, found once: the calls of one region in order.
+        deepest: dict[int, tuple[int, int]] = {}  # id(call) -> (depth, id(loop))
+        for loop in loops:
+            depth = loop_depth(loop)
+            for call in loop.calls:
+                known = deepest.get(id(call))
+                if known is None or known[0] < depth:
+                    deepest[id(call)] = (depth, id(loop))
+        regions: dict[int, list[F.CallEvent]] = {}
+        for call in relevant:
+            regions.setdefault(deepest.get(id(call), (0, 0))[1], []).append(call)
+        for same in regions.values():
+            self._check_region(same, ctx)
+
+    def _check_region(self, same: list[F.CallEvent], ctx: Context) -> None:
+        for index, zero in enumerate(same):
             if not is_zero_grad(zero):
                 continue
-            region = innermost_loop(loops, zero)
-            same = [c for c in relevant if innermost_loop(loops, c) is region]
-            before = [c for c in relevant[:index] if c in same]
-            after = [c for c in relevant[index + 1 :] if c in same]
+            before, after = same[:index], same[index + 1 :]
             # the last thing before it is a backward, the next is a matching step
             if not before or not is_tensor_backward(before[-1]):
                 continue

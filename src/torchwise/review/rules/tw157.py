@@ -91,6 +91,7 @@ class SchedulerHorizonInOtherUnits(Rule):
     severity = Severity.WARNING
     in_test_modules = False
     message = "{what}"
+    needs_text = ("lr_scheduler", "schedule", "onecycle", "cosineannealing")
 
     def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
         self._judge(function.node, function.calls, function.loops, ctx)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 
 from torchwise.findings import Severity
+from torchwise.review.engine import effects as E
+from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._contracts import in_try_body
@@ -78,6 +80,8 @@ class CollectiveWithoutProcessGroup(Rule):
             return
         if in_try_body(ctx, node, frozenset({"RuntimeError", "ValueError", "Exception"})):
             return
+        if _started_before(node, ctx):
+            return
         function = ctx.function
         if function is not None:
             if DISTRIBUTED_GUARD.search(function.name):
@@ -92,6 +96,18 @@ class CollectiveWithoutProcessGroup(Rule):
                 return
         where = optional.rsplit("/", 1)[-1]
         ctx.report(self, node, call=ctx.text(node.func) + "()", where=where)
+
+
+def _started_before(node: ast.Call, ctx: Context) -> bool:
+    """The same function (or script) started the group earlier on this path."""
+    function = ctx.function
+    calls = function.calls if function is not None else ctx.module.calls
+    return any(
+        E.inits_process_group(call)
+        and call.line < node.lineno
+        and F.implied(call.branch, ctx.branch)
+        for call in calls
+    )
 
 
 def _entry(name: str, ctx: Context) -> bool:

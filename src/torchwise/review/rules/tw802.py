@@ -111,18 +111,28 @@ def _offset(loop: ast.AST, node: ast.AST, ctx: Context) -> int:
     return ctx.span(node)[0] - ctx.span(loop)[0]
 
 
+class _WrapsDdp:
+    """Per file, asked once: whether it wraps a model in DistributedDataParallel."""
+
+    def __init__(self) -> None:
+        self._found: bool | None = None
+
+    def found(self, ctx: Context) -> bool:
+        if self._found is None:
+            self._found = "DistributedDataParallel" in ctx.source and any(
+                isinstance(node, ast.Call) and (ctx.call_name(node) or "") in DDP
+                for node in ast.walk(ctx.module.node)
+            )
+        return self._found
+
+
 def _collective(loop: F.LoopFacts, ctx: Context) -> str | None:
     for call in loop.calls:
         if E.needs_process_group(call) and not (call.qualname or "").endswith(
             ("get_rank", "get_world_size")
         ):
             return f"`{ctx.text(call.node.func)}` on line {call.line}"
-    ddp = any(
-        (ctx.call_name(node) or "") in DDP
-        for node in ast.walk(ctx.module.node)
-        if isinstance(node, ast.Call)
-    )
-    if ddp:
+    if ctx.helper(_WrapsDdp).found(ctx):
         for call in loop.calls:
             if E.is_tensor_backward(call):
                 return f"the DDP gradient all-reduce in `backward()` on line {call.line}"
