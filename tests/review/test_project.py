@@ -773,3 +773,67 @@ def test_a_load_is_a_warning_unless_the_project_provably_writes_the_file(tmp_pat
     assert by_line[22].severity.value == "info"
     assert by_line[23].severity.value == "info"
     assert by_line[18].severity.value == "warning" and "args.resume" in by_line[18].message
+
+
+def test_a_save_through_a_forwarding_helper_is_read_at_its_callers(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "misc.py": """\
+                import torch
+
+                def save_on_master(*args, **kwargs):
+                    torch.save(*args, **kwargs)
+                """,
+            "main.py": """\
+                import argparse
+                import torch
+                from misc import save_on_master
+
+                args = argparse.ArgumentParser().parse_args()
+
+                def save(model, optimizer, epoch):
+                    to_save = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                               "epoch": epoch, "args": args}
+                    save_on_master(to_save, "checkpoint.pth")
+
+                def resume(model, optimizer, path):
+                    checkpoint = torch.load(path)
+                    model.load_state_dict(checkpoint["model"])
+                    optimizer.load_state_dict(checkpoint["optimizer"])
+                    return checkpoint["epoch"]
+                """,
+        },
+    )
+    assert ("main.py", 13, "TW416") in found(root, select=("TW416",))
+
+
+def test_a_yacs_config_in_a_checkpoint_fails_the_weights_only_load(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "config.py": """\
+                from yacs.config import CfgNode as CN
+
+                _C = CN()
+                _C.MODEL = CN()
+
+                def get_config():
+                    return _C.clone()
+                """,
+            "utils.py": """\
+                import torch
+
+                def save_checkpoint(config, model, optimizer, epoch, path):
+                    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "epoch": epoch, "config": config}
+                    torch.save(state, path)
+
+                def load_checkpoint(model, optimizer, path):
+                    checkpoint = torch.load(path, map_location="cpu")
+                    model.load_state_dict(checkpoint["model"])
+                    optimizer.load_state_dict(checkpoint["optimizer"])
+                """,
+        },
+    )
+    assert ("utils.py", 9, "TW416") in found(root, select=("TW416",))

@@ -142,10 +142,29 @@ class Walk(Tracker):
             ast.If: self._if,
             ast.Try: self._try,
             ast.Expr: self._expr,
+            ast.Subscript: self._subscript,
         }
         # node type -> the one function that visits such a node (None: skipped),
         # decided when the type is first met (see _visitor).
         self.visitors: dict[type, Callable[[Any], None] | None] = {ast.Call: self._visit_call}
+
+    def _subscript(self, node: ast.Subscript) -> None:
+        """``checkpoint["optimizer"]`` on what ``torch.load`` returned, wherever it
+        is read (an argument, a condition): the key the load reads."""
+        key = node.slice
+        if (
+            isinstance(node.ctx, ast.Load)
+            and isinstance(key, ast.Constant)
+            and isinstance(key.value, str)
+            and isinstance(node.value, (ast.Name, ast.Attribute))
+        ):
+            value = self.ctx.value_of(node.value)
+            load = None if value is None or value.kind != F.LOADED else value.node
+            if value is not None and value.key is None and isinstance(load, ast.Call):
+                facts = self.ctx.module.loads.get(load)
+                if facts is not None:
+                    facts.keys.add(key.value)
+        self.children(node)
 
     def run(self, tree: ast.Module) -> None:
         self.ctx.module.node = tree

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.index.records import (
+    CONFIG_LIBRARIES,
+    MAYBE_CONFIG,
     NAMESPACE_NAMES,
     TOP_LEVEL,
     ArgFact,
@@ -535,6 +537,8 @@ class ProjectIndex:
         imports_argparse = "argparse" in self.summaries[path].imports.values()
 
         def kind(text: str | None) -> str | None:
+            if text == MAYBE_CONFIG:
+                return "config" if self._uses_config_library() else "other"
             if text is not None and text.startswith("ref:"):
                 return self._built_kind(text[4:], path)
             if text is None or not text.startswith("param:") or save.function is None:
@@ -553,6 +557,14 @@ class ProjectIndex:
         keys = {key: kind(value) or "other" for key, value in save.keys.items()}
         return dataclasses.replace(save, whole=kind(save.whole), keys=keys)
 
+    def _uses_config_library(self) -> bool:
+        """Whether a file of the project imports yacs, OmegaConf, EasyDict, ..."""
+        return any(
+            written.split(".")[0].lower() in CONFIG_LIBRARIES
+            for summary in self.summaries.values()
+            for written in summary.imports.values()
+        )
+
     def _passed_dict(self, function_id: str, param: str) -> dict[str, str] | None:
         """The keys of a dict literal a caller passes as ``param`` (what each
         holds, the callers' own kinds merged), when one does."""
@@ -565,11 +577,16 @@ class ProjectIndex:
             passed = dict(zip(params, site.fact.args, strict=False))
             passed.update(site.fact.keywords)
             given = passed.get(param)
+            if param == "*0":  # the first argument a `*args` forwarder receives
+                extra = site.fact.args[len(params) :]
+                given = extra[0] if extra else None
             if given is None or given.keys is None:
                 continue
             caller_path = site.path
             for key, held in given.keys.items():
-                if held.startswith("ref:"):
+                if held == MAYBE_CONFIG:
+                    held = "config" if self._uses_config_library() else "other"
+                elif held.startswith("ref:"):
                     held = self._built_kind(held[4:], caller_path)
                 merged.setdefault(key, held)
         return merged or None

@@ -147,6 +147,12 @@ class LoadFact:
     weights_only: str | None = None
 
 
+#: Configuration libraries whose objects the weights-only unpickler refuses.
+CONFIG_LIBRARIES = ("yacs", "omegaconf", "easydict", "ml_collections", "mmcv", "mmengine")
+#: SaveFact kind of a value named like a configuration (``"config": config``):
+#: a configuration object when the project imports one of CONFIG_LIBRARIES.
+MAYBE_CONFIG = "config?"
+
 #: ``ModuleSummary.written_for`` mark of a file that falls back to the CPU without CUDA.
 CUDA_OPTIONAL = "cuda-optional"
 

@@ -24,7 +24,9 @@ from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import file_name, file_template
 from torchwise.review.index.records import (
+    CONFIG_LIBRARIES,
     CUDA_OPTIONAL,
+    MAYBE_CONFIG,
     NAMESPACE_NAMES,
     TOP_LEVEL,
     ArgFact,
@@ -234,7 +236,7 @@ class Summarizer(Rule):
             self.summary.pickles_with.append(library)
         ref = call_ref(ctx, node)
         if ref is not None:
-            self.call_facts[node] = CallFact(
+            call_fact = CallFact(
                 ref=ref,
                 line=node.lineno,
                 col=node.col_offset,
@@ -244,6 +246,8 @@ class Summarizer(Rule):
                 no_grad=ctx.in_no_grad,
                 in_loop=bool(ctx.loops),
             )
+            self._dict_keys(node, call_fact, ctx)
+            self.call_facts[node] = call_fact
         if ctx.call_name(node) == "torch.save" and node.args:
             fact = save_fact(ctx, node)
             if fact.file_name is None:
@@ -264,6 +268,17 @@ class Summarizer(Rule):
                     else function.name
                 )
             self.summary.saves.append(fact)
+
+    def _dict_keys(self, node: ast.Call, fact: CallFact, ctx: Context) -> None:
+        """A name that holds a dict literal, passed on (``save_on_master(to_save,
+        path)``): the callee sees its keys, as for a literal written in the call."""
+        owner = id(ctx.function) if ctx.function is not None else 0
+        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        for expr, arg in zip(positional, fact.args, strict=False):
+            if isinstance(expr, ast.Name) and arg.keys is None:
+                known = self.dicts.get((owner, expr.id))
+                if known is not None:
+                    arg.keys = dict(known[0])
 
     def _named_file(self, path: ast.expr | None, ctx: Context) -> str | None:
         """The file name of a path held by a name assigned a string literal."""
@@ -529,7 +544,9 @@ def _assigns_training(node: ast.FunctionDef) -> bool:
 
 _SAVED_KINDS = {F.MODULE: "module", F.OPTIMIZER: "optimizer", F.NAMESPACE: "namespace"}
 #: What ``weights_only=True`` refuses (the load rules name each).
-_REFUSED_KINDS = {"module", "optimizer", "namespace", "array"}
+_REFUSED_KINDS = {"module", "optimizer", "namespace", "array", "config"}
+#: Names that hold a configuration object in a project that uses one of them.
+_CONFIG_NAMES = frozenset({"config", "cfg", "conf", "configs", "hparams", "opt_cfg"})
 
 
 def _saved_kind(ctx: Context, expr: ast.expr) -> str:
@@ -564,6 +581,12 @@ def _saved_kind(ctx: Context, expr: ast.expr) -> str:
     if value is not None and value.kind is None and (value.origin or "").startswith("numpy."):
         return "array"  # `best = np.max(scores)`: a NumPy scalar or array
     origin = None if value is None else value.origin
+    if origin and any(library in origin.lower() for library in CONFIG_LIBRARIES):
+        return "config"
+    if ctx.dotted(expr) in _CONFIG_NAMES:
+        # `"config": config`: a configuration object when the project is built on
+        # yacs or OmegaConf (the index knows; a plain dict otherwise).
+        return MAYBE_CONFIG
     if (
         value is not None
         and value.kind is None
@@ -608,9 +631,25 @@ def save_fact(ctx: Context, call: ast.Call) -> SaveFact:
     ):
         for item in saved.keywords:
             fact.keys[item.arg or ""] = _saved_kind(ctx, item.value)
+    elif isinstance(saved, ast.Starred):
+        # `def save_on_master(*args, **kwargs): torch.save(*args, **kwargs)`: what
+        # each caller passes first is the payload.
+        fact.whole = FORWARDED_FIRST if _forwards_varargs(saved, ctx) else "other"
     else:
         fact.whole = _saved_kind(ctx, saved)
     return fact
+
+
+#: SaveFact.whole of a save that forwards its function's ``*args``.
+FORWARDED_FIRST = "param:*0"
+
+
+def _forwards_varargs(starred: ast.Starred, ctx: Context) -> bool:
+    function = ctx.function
+    node = None if function is None else function.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.args.vararg is None:
+        return False
+    return isinstance(starred.value, ast.Name) and starred.value.id == node.args.vararg.arg
 
 
 def _load_fact(ctx: Context, load: F.LoadFacts) -> LoadFact:

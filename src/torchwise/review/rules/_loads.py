@@ -25,6 +25,7 @@ REFUSED = {
     "optimizer": "a pickled optimizer object",
     "namespace": "an argparse.Namespace",
     "array": "a NumPy array",
+    "config": "a configuration object (yacs CfgNode, OmegaConf, EasyDict)",
 }
 
 

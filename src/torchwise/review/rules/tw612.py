@@ -6,6 +6,7 @@ The class docstring is its user documentation (`torchwise rules TW612`).
 from __future__ import annotations
 
 import ast
+import re
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
@@ -73,8 +74,16 @@ class LocalRankArgument(Rule):
         names = {arg.value for arg in node.args if isinstance(arg, ast.Constant)}
         if "--local_rank" not in names or "--local-rank" in names:
             return
-        if "LOCAL_RANK" in ctx.source:
+        if _READS_ENVIRONMENT.search(ctx.source):
             return  # the environment is read too
-        if ".local_rank" not in ctx.source:
-            return  # the parsed value is never read: a leftover option, harmless
+        required = any(
+            item.arg == "required" and isinstance(item.value, ast.Constant) and item.value.value
+            for item in node.keywords
+        )
+        if ".local_rank" not in ctx.source and not required:
+            return  # never read nor required: torchrun, which passes nothing, runs it
         ctx.report(self, node)
+
+
+#: ``os.environ["LOCAL_RANK"]``, ``os.getenv("LOCAL_RANK")``: what torchrun sets.
+_READS_ENVIRONMENT = re.compile(r"environ[^\n]{0,40}LOCAL_RANK|getenv\(\s*['\"]LOCAL_RANK")
