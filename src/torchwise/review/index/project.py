@@ -588,6 +588,9 @@ class ProjectIndex:
                     held = "config" if self._uses_config_library() else "other"
                 elif held.startswith("ref:"):
                     held = self._built_kind(held[4:], caller_path)
+                elif held.startswith("param:"):
+                    # A parameter of the caller: what the caller's own callers pass.
+                    held = self._parameter_kind(site.caller, held[6:]) or "other"
                 merged.setdefault(key, held)
         return merged or None
 
@@ -609,6 +612,17 @@ class ProjectIndex:
         if returned is not None and (returned.origin or "").startswith("numpy."):
             return "array"
         return "other"
+
+    def _parameter_kind(self, function_id: str, param: str) -> str | None:
+        """What a function's parameter holds, from its callers; an argparse
+        namespace by its name in a project that parses arguments."""
+        passed = self._passed_kind(function_id, param)
+        if passed is None and param in NAMESPACE_NAMES and self._parses_arguments():
+            return "namespace"
+        return passed
+
+    def _parses_arguments(self) -> bool:
+        return any("argparse" in summary.imports.values() for summary in self.summaries.values())
 
     def _passed_kind(self, function_id: str, param: str) -> str | None:
         """The saved kind ("module", "namespace", ...) a caller passes as ``param``."""

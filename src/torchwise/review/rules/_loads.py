@@ -17,6 +17,7 @@ from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import file_name, file_template, keyword, text_file_template
 from torchwise.review.index.records import SaveFact
+from torchwise.review.rules._util import shown_path
 
 WEIGHTS_ONLY_DEFAULT = (2, 6)
 #: Saved kinds that weights_only=True refuses, as the message names them.
@@ -90,7 +91,7 @@ def saved_template(save: SaveFact) -> str | None:
 
 
 def _where(path: str, save: SaveFact, ctx: Context) -> str:
-    return f"line {save.line}" if path == ctx.path else f"{path}:{save.line}"
+    return f"line {save.line}" if path == ctx.path else f"{shown_path(path, ctx)}:{save.line}"
 
 
 def explicit_weights_only(call: ast.Call) -> ast.expr | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
@@ -126,3 +127,13 @@ def underflow_severity(ctx: Context) -> Severity | None:
     the file computes in float16 (logit gaps of about 17 suffice); in float32
     it takes gaps near 100, a robustness hint."""
     return None if _HALF_PRECISION.search(ctx.source) else Severity.INFO
+
+
+def shown_path(path: str, ctx: Context) -> str:
+    """Another project file as a finding names it: relative to the reviewed
+    file's directory (``util/misc.py``, ``../engine.py``), else its name."""
+    try:
+        relative = os.path.relpath(path, os.path.dirname(ctx.path) or ".")
+    except ValueError:  # another drive
+        return os.path.basename(path)
+    return relative if relative.count("..") <= 2 else os.path.basename(path)

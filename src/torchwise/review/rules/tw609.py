@@ -16,6 +16,7 @@ from torchwise.review.rules._loads import (
     same_format,
     saved_template,
 )
+from torchwise.review.rules._util import shown_path
 
 _EXAMPLE_SAVE = "torch.save"
 
@@ -112,7 +113,7 @@ def _refused_and_read(
         where = (
             f"`torch.load` on line {load.line}"
             if path == ctx.path
-            else (f"`torch.load` at {path}:{load.line}")
+            else (f"`torch.load` at {shown_path(path, ctx)}:{load.line}")
         )
         return refused, where
     return None
