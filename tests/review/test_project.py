@@ -837,3 +837,21 @@ def test_a_yacs_config_in_a_checkpoint_fails_the_weights_only_load(tmp_path: Pat
         },
     )
     assert ("utils.py", 9, "TW416") in found(root, select=("TW416",))
+
+
+def test_a_conda_environment_file_declares_the_torch_range(tmp_path: Path) -> None:
+    files = {
+        "environment.yml": "dependencies:\n  - python=3.10\n  - pytorch=2.2.2\n",
+        "train.py": """\
+            import argparse
+            import torch
+
+            args = argparse.ArgumentParser().parse_args()
+            torch.save({"args": args, "weights": {}}, "checkpoint.pt")
+            settings = torch.load("checkpoint.pt")["args"]
+            """,
+    }
+    pinned = found(project(tmp_path / "pinned", files), select=("TW416",))
+    assert not pinned  # torch 2.2 loads it: weights_only became the default in 2.6
+    files["environment.yml"] = "dependencies:\n  - pytorch>=2.1\n"
+    assert ("train.py", 6, "TW416") in found(project(tmp_path / "open", files), select=("TW416",))

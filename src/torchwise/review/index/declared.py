@@ -4,7 +4,9 @@ Read (never executed, by :mod:`torchwise.packaging`) from the nearest
 directory, walking up from a source file, that declares a ``torch`` requirement
 in ``pyproject.toml`` (PEP 621 dependencies, optional dependencies and
 dependency groups, Poetry), ``setup.cfg``, ``setup.py`` (its literal
-requirement lists) or ``requirements*.txt``. ``torch==1.13.1`` means
+requirement lists), ``requirements*.txt`` or a conda environment file
+(``environment*.yml``/``.yaml``, where ``pytorch=2.2.2`` is conda's
+``==2.2.2``). ``torch==1.13.1`` means
 1.13 only; ``torch>=2.1,<2.6`` 2.1 up to 2.5; ``~=2.1`` and Poetry's ``^2.1``
 2.x from 2.1. An unpinned ``torch`` says nothing.
 """
@@ -49,13 +51,42 @@ def parse_spec(spec: str) -> TorchRange | None:
 
 def packaging_files(directory: Path) -> list[Path]:
     """The files of one directory that may declare a torch range (present or not)."""
-    return [directory / name for name in _FILES] + sorted(directory.glob("requirements*.txt"))
+    return (
+        [directory / name for name in _FILES]
+        + sorted(directory.glob("requirements*.txt"))
+        + sorted(directory.glob("environment*.y*ml"))
+    )
+
+
+#: A conda dependency line: ``- pytorch=2.2.2``, ``- torch>=1.13``, ``- pytorch==1.13.1``.
+_CONDA_TORCH = re.compile(
+    r"^\s*-\s*(?:pytorch|torch)\s*(?P<spec>(?:[=<>!~]=?)\s*[\d.*]+[^#\n]*)", re.M
+)
+
+
+def _conda_range(path: Path) -> TorchRange | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")[:200_000]
+    except OSError:
+        return None
+    match = _CONDA_TORCH.search(text)
+    if match is None:
+        return None
+    spec = match.group("spec").strip()
+    if spec.startswith("=") and not spec.startswith("=="):
+        spec = "=" + spec  # conda's `=2.2.2` (any build of 2.2.2) is pip's `==2.2.2`
+    return parse_spec(spec.replace("*", "0"))
 
 
 def declared_in(directory: Path) -> TorchRange | None:
     """The torch range declared by the packaging files of one directory."""
     for path in packaging_files(directory):
         if not path.is_file():
+            continue
+        if path.suffix in (".yml", ".yaml"):
+            conda = _conda_range(path)
+            if conda is not None:
+                return TorchRange(conda.minimum, conda.below, path.name)
             continue
         requirements, _ = requirements_in(path, path.name)
         for requirement in requirements:
