@@ -33,7 +33,13 @@ from torchwise.errors import ExitCode
 @click.option(
     "--as-cuda", is_flag=True,
     help="Make the script believe CUDA is available and report the device errors it would "
-    "hit on a GPU, on this CPU.",
+    "hit on a GPU, on this CPU. The default when this machine has no GPU and the script "
+    "uses CUDA where it is available.",
+)  # fmt: skip
+@click.option(
+    "--cpu", is_flag=True,
+    help="Run on this machine's CPU as it is, even when the script would use a GPU "
+    "(no simulated GPU).",
 )  # fmt: skip
 @click.option(
     "--gpus", type=click.IntRange(min=1), default=None,
@@ -69,6 +75,7 @@ def run(
     epochs: int,
     eval_batches: int,
     as_cuda: bool,
+    cpu: bool,
     gpus: int | None,
     nproc: int,
     timeout: float,
@@ -111,12 +118,20 @@ def run(
 
     from torchwise.deps import require_torch
     from torchwise.run import RunOptions, run_script
-    from torchwise.run.api import check_target
+    from torchwise.run.api import check_target, simulates_gpu_by_default
 
-    if gpus is not None and not as_cuda:
-        raise click.UsageError("--gpus sets the simulated GPUs: give --as-cuda too")
+    if as_cuda and cpu:
+        raise click.UsageError("--as-cuda and --cpu contradict each other: give one")
     require_torch("torchwise run")
-    check_target(script, module)
+    target = check_target(script, module)
+    if not as_cuda and not cpu and simulates_gpu_by_default(target):
+        as_cuda = True
+        console.note(
+            "this machine has no GPU and the script uses CUDA where it is available: it runs "
+            "as on a GPU (a simulated one; --cpu runs it on the CPU as is)"
+        )
+    if gpus is not None and not as_cuda:
+        raise click.UsageError("--gpus sets the simulated GPUs: not with --cpu")
     options = RunOptions(
         steps=steps,
         epochs=epochs,

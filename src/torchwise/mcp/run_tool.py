@@ -59,16 +59,21 @@ def run_script_job(
     script: Path,
     args: list[str],
     steps: int,
-    as_cuda: bool,
+    as_cuda: bool | None,
     gpus: int,
     nproc: int,
     timeout: float,
     progress: Any,
 ) -> RunResult:
-    """Run ``script`` under the checks (in the worker, whose working directory is ``root``)."""
+    """Run ``script`` under the checks (in the worker, whose working directory is
+    ``root``); ``as_cuda`` None: as on a GPU when this machine has none and the
+    script would use one."""
     from torchwise.run import RunOptions, get_check, run_script
+    from torchwise.run.api import check_target, simulates_gpu_by_default
 
     progress(0, 1, f"running {script.relative_to(root)}")
+    if as_cuda is None:
+        as_cuda = simulates_gpu_by_default(check_target(script, None))
     options = RunOptions(
         steps=steps, as_cuda=as_cuda, gpus=gpus if as_cuda else 0, nproc=nproc, timeout=timeout,
         script_output="capture",
@@ -125,8 +130,12 @@ def register(server: MCPServer, state: Any) -> None:
             int, Field(ge=1, le=100, description="optimizer steps per training pass")
         ] = 5,
         as_cuda: Annotated[
-            bool, Field(description="simulate a GPU: report what would fail on the GPU node")
-        ] = False,
+            bool | None,
+            Field(
+                description="simulate a GPU: report what would fail on the GPU node (default: "
+                "yes when this machine has no GPU and the script uses CUDA; false: the CPU as is)"
+            ),
+        ] = None,
         gpus: Annotated[
             int,
             Field(

@@ -13,10 +13,13 @@ compare what each rank recorded.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from torchwise.errors import TorchwiseError
-from torchwise.findings import Finding
+from torchwise.findings import Finding, Severity
 from torchwise.run.options import RunOptions, Target
 from torchwise.run.report import RunReport, merge
 
@@ -100,6 +103,17 @@ def run_script(
     target = check_target(script, module)
     target = Target(target.script, target.module, tuple(args))
     started = time.perf_counter()
+    unparsable = _syntax_error(target)
+    if unparsable is not None:
+        # Python would stop before the first line: so does the run, at Python's place.
+        return RunReport(
+            target=str(target.script),
+            args=tuple(args),
+            options=options,
+            findings=[unparsable],
+            stopped_by="the script does not parse",
+            wall_seconds=time.perf_counter() - started,
+        )
     with tempfile.TemporaryDirectory(prefix="torchwise-run-") as out:
         spec = Path(out) / "spec.json"
         spec.write_text(
@@ -134,6 +148,130 @@ def run_script(
         output=output,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+#: Code that uses CUDA when it is there: `.cuda()`, `"cuda"`, `torch.cuda.*`.
+_USES_CUDA = re.compile(rb"\.cuda\(|[\"']cuda(:\d+)?[\"']|torch\.cuda\.|\bcuda\b")
+#: At most this many project files are read to tell whether a script uses CUDA.
+_CUDA_SCAN_FILES = 400
+
+
+def machine_has_cuda() -> bool:
+    """Whether this machine has an NVIDIA GPU, asked without importing torch."""
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia/version").exists()
+
+
+def uses_cuda(target: Target) -> bool:
+    """Whether the script (or module) would use CUDA where it is available: its
+    own code, or the project files it imports (followed from its directory,
+    as Python would find them), mentions it. Other scripts beside it do not
+    count."""
+    entry: Path | None
+    if target.script is not None:
+        entry = Path(target.script).resolve()
+        root = entry.parent
+    else:
+        assert target.module is not None
+        root = Path.cwd()
+        entry = _module_file(root, target.module)
+    if entry is None:
+        return False
+    pending: list[Path] = [entry]
+    seen: set[Path] = set()
+    while pending and len(seen) < _CUDA_SCAN_FILES:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            source = path.read_bytes()
+        except OSError:
+            continue
+        if _USES_CUDA.search(source):
+            return True
+        pending.extend(_local_imports(source, path, root))
+    return False
+
+
+def _local_imports(source: bytes, path: Path, root: Path) -> list[Path]:
+    """The project files a file imports (absolute imports from ``root``,
+    relative ones from its package); libraries are left out."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        base = root
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = path.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+            stem = node.module or ""
+            names = [f"{stem}.{alias.name}" if stem else alias.name for alias in node.names]
+            if stem:
+                names.append(stem)
+        for name in names:
+            found.extend(_existing(base, name))
+    return found
+
+
+def _existing(base: Path, dotted: str) -> list[Path]:
+    parts = [part for part in dotted.split(".") if part]
+    if not parts:
+        return []
+    candidate = base.joinpath(*parts)
+    return [
+        path for path in (candidate.with_suffix(".py"), candidate / "__init__.py") if path.is_file()
+    ]
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    files = _existing(root, module)
+    if not files:
+        return None
+    package_main = files[0].parent / "__main__.py"
+    return package_main if files[0].name == "__init__.py" and package_main.is_file() else files[0]
+
+
+def simulates_gpu_by_default(target: Target) -> bool:
+    """Whether a run of ``target`` simulates a GPU unless told otherwise: this
+    machine has none, and the script would use one where it is available (the
+    device errors it would hit there are the first bugs an expert looks for)."""
+    return not machine_has_cuda() and uses_cuda(target)
+
+
+def _syntax_error(target: Target) -> Finding | None:
+    """The script's syntax error, found by compiling it as Python would, before
+    anything runs; None when it compiles (or is a module: Python finds it)."""
+    if target.script is None:
+        return None
+    path = Path(target.script)
+    try:
+        source = path.read_bytes()
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        column = error.offset or 1
+        kind = type(error).__name__
+        return Finding(
+            code="TWR001",
+            message=f"the script does not parse: {kind}: {error.msg}",
+            path=str(path.resolve()),
+            line=line,
+            column=column,
+            end_line=error.end_lineno or line,
+            end_column=error.end_offset or column,
+            severity=Severity.ERROR,
+            data={"exception": kind, "step": "0"},
+        )
+    except (OSError, ValueError):
+        return None  # unreadable or a null byte: Python's own error says it, at run time
+    return None
 
 
 def _results(directory: Path) -> list[dict[str, Any]]:

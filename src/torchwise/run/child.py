@@ -32,6 +32,7 @@ from typing import Any
 from torchwise.errors import ExitCode
 from torchwise.findings import Severity, finding_to_dict
 from torchwise.run.options import RunOptions, Target
+from torchwise.run.report import without_echoed_warnings
 from torchwise.run.session import Session, StopRun
 from torchwise.run.sites import Site, frame_site, is_user_file
 
@@ -274,7 +275,7 @@ def _merged(session: Session) -> list[Any]:
             findings.remove(crash)
             first = explained[0]
             first.data["then"] = crash.message.removeprefix("the script ")
-    return sorted(findings, key=lambda f: f.sort_key())
+    return sorted(without_echoed_warnings(findings), key=lambda f: f.sort_key())
 
 
 def stop_on_signal(reason: str = "the time limit") -> None:

@@ -125,4 +125,11 @@ def merge(results: list[dict[str, Any]]) -> list[Finding]:
         if len(results) > 1:
             finding.data["ranks"] = ", ".join(str(r) for r in ranks)
         findings.append(finding)
-    return sorted(findings, key=lambda f: f.sort_key())
+    return sorted(without_echoed_warnings(findings), key=lambda f: f.sort_key())
+
+
+def without_echoed_warnings(findings: list[Finding]) -> list[Finding]:
+    """A library's warning (TWR002) at a line where a check reports: the check
+    says it with the evidence (torch's scheduler-order warning and TWR105)."""
+    explained = {(f.path, f.line) for f in findings if f.code != "TWR002"}
+    return [f for f in findings if f.code != "TWR002" or (f.path, f.line) not in explained]
