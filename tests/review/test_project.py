@@ -855,3 +855,16 @@ def test_a_conda_environment_file_declares_the_torch_range(tmp_path: Path) -> No
     assert not pinned  # torch 2.2 loads it: weights_only became the default in 2.6
     files["environment.yml"] = "dependencies:\n  - pytorch>=2.1\n"
     assert ("train.py", 6, "TW416") in found(project(tmp_path / "open", files), select=("TW416",))
+
+
+def test_an_unused_rate_equal_to_the_optimizers_default_changes_nothing() -> None:
+    source = """\
+        import torch
+
+        learning_rate = 1e-3
+
+        def build(model):
+            return torch.optim.Adam(model.parameters())
+        """
+    assert codes(source, "TW145") == []  # Adam's default lr is 1e-3 in every release
+    assert codes(source.replace("1e-3", "3e-4"), "TW145") == [(6, "TW145")]

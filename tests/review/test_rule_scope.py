@@ -141,9 +141,15 @@ def test_checkpoint_without_optimizer_is_a_hint_where_nothing_resumes() -> None:
     assert _severities(_TRAINS_AND_SAVES, "TW603") == [(7, "info")]
 
 
-def test_checkpoint_without_optimizer_is_a_warning_where_the_project_loads_checkpoints() -> None:
-    resumes = "ckpt = torch.load('last.pt')\nmodel.load_state_dict(ckpt['model'])\n"
-    assert _severities(resumes + _TRAINS_AND_SAVES, "TW603") == [(9, "warning")]
+def test_checkpoint_without_optimizer_is_a_warning_where_the_project_resumes() -> None:
+    resumes = (
+        "ckpt = torch.load('last.pt')\n"
+        "model.load_state_dict(ckpt['model']); epoch = ckpt['epoch']\n"
+    )
+    assert _severities(resumes + _TRAINS_AND_SAVES, "TW603") == [(1, "warning")]  # at the resume
+    # A load that reads weights only (an evaluation, a fine-tuning start) resumes nothing.
+    weights = "ckpt = torch.load('last.pt')\nmodel.load_state_dict(ckpt['model'])\n"
+    assert _severities(weights + _TRAINS_AND_SAVES, "TW603") == [(9, "info")]
 
 
 # -- the tensor model on library code (false errors found on the precision corpus) --------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import re
 from typing import Any
 
 from torchwise.review.engine import effects as E
@@ -218,11 +219,16 @@ class Summarizer(Rule):
         self._note_cuda_fallback(node.test, ctx)
 
     def _note_cuda_fallback(self, test: ast.expr, ctx: Context) -> None:
-        """A test of whether CUDA is there (``torch.cuda.is_available()``, ``args.no_cuda``):
-        the file runs on the CPU too (``x.is_cuda`` follows a tensor, it is no fallback)."""
+        """A test of whether CUDA is there (``torch.cuda.is_available()``, ``args.no_cuda``,
+        ``args.cuda``): the file runs on the CPU too. ``x.is_cuda`` follows a tensor and
+        ``hasattr(torch.cuda.amp, "autocast")`` a version: neither is a fallback."""
         text = ctx.text(test).lower()
         marks = self.summary.written_for
-        if "cuda" in text and "is_cuda" not in text and CUDA_OPTIONAL not in marks:
+        if CUDA_OPTIONAL in marks or "cuda" not in text or "is_cuda" in text:
+            return
+        if "hasattr" in text or "version" in text:
+            return
+        if "is_available" in text or "device_count" in text or re.search(r"\w*cuda\b", text):
             marks.append(CUDA_OPTIONAL)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:

@@ -72,8 +72,16 @@ class GradientAccumulationOffByOne(Rule):
         for step in loop.calls:
             if not is_optimizer_step(step):
                 continue
+            skips_zero = re.compile(
+                rf"\b{re.escape(index)}\s*(!=\s*0|>\s*0|>=\s*1)\b|\band\s+{re.escape(index)}\b"
+            )
             guard = next(
-                (test for test, holds in step.branch if holds and pattern.search(test)), None
+                (
+                    test
+                    for test, holds in step.branch
+                    if holds and pattern.search(test) and not skips_zero.search(test)
+                ),
+                None,
             )
             if guard is None or guard in reported:
                 continue

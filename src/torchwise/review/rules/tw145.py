@@ -12,6 +12,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import constant, keyword
 from torchwise.review.registry import Rule, rule
+from torchwise.review.rules._contracts import called_library_name, definitions_in_range
 
 #: Names and command-line options that hold a learning rate.
 _LR_NAME = re.compile(r"^(lr|learning_rate|base_lr|init_lr)$", re.I)
@@ -60,6 +61,7 @@ class LearningRateNeverUsed(Rule):
 
     def __init__(self) -> None:
         self.settings: dict[str, str] = {}  # name or option dest -> how it is shown
+        self.values: dict[str, float] = {}  # name or option dest -> the rate it sets
         self.read: set[str] = set()  # names loaded, attributes read
         self.optimizers: list[ast.Call] = []
 
@@ -70,6 +72,7 @@ class LearningRateNeverUsed(Rule):
         for target in node.targets:
             if isinstance(target, ast.Name) and _LR_NAME.match(target.id):
                 self.settings.setdefault(target.id, f"{target.id} = {value}")
+                self.values.setdefault(target.id, value)
 
     def visit_Name(self, node: ast.Name, ctx: Context) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -116,6 +119,10 @@ class LearningRateNeverUsed(Rule):
         if not isinstance(name, str):
             name = options[0].lstrip("-").replace("-", "_")
         self.settings.setdefault(name, options[0])
+        default = keyword(node, "default")
+        value = constant(default.value) if default is not None else None
+        if isinstance(value, float):
+            self.values.setdefault(name, value)
 
     def leave_module(self, module: object, ctx: Context) -> None:
         if "*" in self.read:
@@ -124,4 +131,26 @@ class LearningRateNeverUsed(Rule):
         if not unused or len(unused) != len(self.settings):
             return  # some learning rate is read: it may reach the optimizer another way
         for node in self.optimizers:
+            rates = {self.values.get(name) for name, _ in self.settings.items()}
+            if rates == {default_rate(node, ctx)} and None not in rates:
+                continue  # the optimizer's own default is the rate the setting names
             ctx.report(self, node, setting=unused[0])
+
+
+def default_rate(call: ast.Call, ctx: Context) -> float | None:
+    """The ``lr`` default of the optimizer class ``call`` builds, in the
+    project's torch releases (from the contract tables); None if it varies."""
+    found = called_library_name(call, ctx)
+    if found is None:
+        return None
+    defaults = set()
+    for _, definition in definitions_in_range(*found):
+        for _, overloads in definition.signatures:
+            for signature in overloads:
+                for param in signature.params:
+                    if param.name == "lr" and isinstance(param.default, list):
+                        defaults.add(param.default[1] if param.default[0] == "const" else None)
+    if len(defaults) != 1:
+        return None
+    value = defaults.pop()
+    return float(value) if isinstance(value, (int, float)) else None

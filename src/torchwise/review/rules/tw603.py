@@ -23,7 +23,8 @@ class CheckpointWithoutOptimizer(Rule):
     model's `state_dict()`, in a file that trains or next to an `epoch`/`step`
     entry) that has no optimizer state, in a file that does not save the
     optimizer's `state_dict()` on its own either. It is a hint (info) in a
-    project that never loads a checkpoint: nothing resumes from it yet.
+    project that never resumes (no load reads an epoch, a step or an
+    optimizer back): nothing restarts from it yet.
 
     ## Why is this bad?
     Resuming from it restarts the optimizer from scratch: Adam's moment
@@ -85,9 +86,16 @@ class CheckpointWithoutOptimizer(Rule):
             )
             ctx.report(self, resume.node, message=message)
             return
-        if not ctx.project.loads():
-            # Nothing in the project loads a checkpoint: the missing state only
-            # matters to whoever adds resuming later, a hint rather than a bug.
+        resumes = [
+            load
+            for _, load in ctx.project.loads()
+            if {key.lower() for key in load.keys} & PROGRESS_KEYS
+            or any(_optimizer_key(key) for key in load.keys)
+        ]
+        if not resumes:
+            # Nothing in the project resumes from a checkpoint (its loads read
+            # weights only): the missing state only matters to whoever adds
+            # resuming later, a hint rather than a bug.
             for save in candidates:
                 ctx.report(
                     self,

@@ -28,8 +28,9 @@ class UnseededTrainingScript(Rule):
     of the project), without ever calling `torch.manual_seed`, `random.seed`,
     `np.random.seed`, `seed_everything`, `set_seed` or anything else whose name
     mentions `seed` (seeding only when a `--seed` flag is given counts); and one that
-    seeds only torch but draws from Python's `random` or NumPy's generator in the same file;
-    and one that builds a model (its initial weights are random) but seeds only
+    seeds only torch but draws from Python's `random` or NumPy's generator in the same file
+    (a hint when the draw is in a project function it runs, whose branch may never be
+    taken); and one that builds a model (its initial weights are random) but seeds only
     Python's or NumPy's generator (a fixed data split, `env.seed`), never torch's.
     Reported once per file, at its first training loop (or its entry point).
     A warning when the file asks for repeatable runs (a `seed` option or
@@ -143,11 +144,13 @@ class UnseededTrainingScript(Rule):
             )
             if draws in effects and seeded not in effects and not here and seeds:
                 message = (
-                    "this training script seeds torch, but code it runs draws from "
-                    "`{generator}`, which is never seeded: runs are not reproducible"
+                    "this training script seeds torch, but a function it runs draws from "
+                    "`{generator}`, which is never seeded: runs are not reproducible if "
+                    "that draw is reached"
                 )
                 where = _entry_node(self.entry_point, module)
-                ctx.report(self, where, message=message, generator=drawn)
+                # A hint: the draw may sit on a branch the run never takes.
+                ctx.report(self, where, message=message, generator=drawn, severity=Severity.INFO)
                 return
         if not seeds or not all(_TORCH_SEED.match(name) for name in seeds):
             return  # seeded elsewhere (can't tell what), or beyond torch

@@ -78,6 +78,8 @@ class CollectiveWithoutProcessGroup(Rule):
             return
         if any(DISTRIBUTED_GUARD.search(text) for text, _ in ctx.branch):
             return
+        if _guarded_in_expression(node, ctx):
+            return
         if in_try_body(ctx, node, frozenset({"RuntimeError", "ValueError", "Exception"})):
             return
         if _started_before(node, ctx):
@@ -96,6 +98,24 @@ class CollectiveWithoutProcessGroup(Rule):
                 return
         where = optional.rsplit("/", 1)[-1]
         ctx.report(self, node, call=ctx.text(node.func) + "()", where=where)
+
+
+def _guarded_in_expression(node: ast.Call, ctx: Context) -> bool:
+    """Checked in its own expression: ``dist.get_rank() if dist.is_initialized()
+    else 0``, ``not dist.is_initialized() or dist.get_rank() == 0``."""
+    child: ast.AST = node
+    for parent in reversed(ctx.parents):
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            if DISTRIBUTED_GUARD.search(ctx.text(parent.test)):
+                return True
+        elif isinstance(parent, ast.BoolOp):
+            earlier = parent.values[: parent.values.index(child)] if child in parent.values else []
+            if any(DISTRIBUTED_GUARD.search(ctx.text(value)) for value in earlier):
+                return True
+        elif isinstance(parent, ast.stmt):
+            return False
+        child = parent
+    return False
 
 
 def _started_before(node: ast.Call, ctx: Context) -> bool:
