@@ -144,3 +144,15 @@ def path_template(node: ast.AST) -> str | None:
             last = path_template(node.args[-1])
             return last if last is not None else "{}"
     return None
+
+
+def tests_cuda_availability(test_text: str) -> bool:
+    """Whether an ``if`` test chooses by whether CUDA is there
+    (``torch.cuda.is_available()``, ``args.no_cuda``, ``args.cuda``): the code
+    has a CPU path. ``x.is_cuda`` follows a tensor's device, and
+    ``hasattr(torch.cuda.amp, "autocast")`` or a version test asks what the
+    installed torch offers: neither is a fallback."""
+    text = test_text.lower()
+    if "cuda" not in text or "is_cuda" in text:
+        return False
+    return not any(word in text for word in ("hasattr", "getattr", "version"))

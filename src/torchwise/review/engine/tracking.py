@@ -346,7 +346,9 @@ class Tracker:
         if isinstance(node.target, (ast.Name, ast.Attribute)):
             current = ctx.value_of(node.target)
             added = ctx.value_of(node.value)
-            if added is not None and added.kind == F.LOSS:
+            if _python_number(node.value):
+                ctx.bind(node.target, UNTRACKED)  # `epoch_loss += loss.item()`: a float from now on
+            elif added is not None and added.kind == F.LOSS:
                 through = added.through | (current.through if current else frozenset())
                 # `loss /= n` keeps its shape; `total += loss` takes the loss's.
                 info = (
@@ -365,7 +367,7 @@ class Tracker:
                 and added is None
             ):
                 pass  # `loss /= n`: the same 0-dim loss, divided by a number
-            elif current is None:
+            elif current is None and not _untracked(ctx, node.target):
                 ctx.bind(node.target, None)
 
     def _kind_of_annotation(self, annotation: ast.expr | None) -> str | None:
@@ -428,3 +430,10 @@ def _python_number(value: ast.expr | None) -> bool:
     if isinstance(func, ast.Attribute):
         return func.attr in {"item", "tolist"}
     return isinstance(func, ast.Name) and func.id in {"float", "int"}
+
+
+def _untracked(ctx: Context, target: ast.expr) -> bool:
+    """Bound to a plain number or container: ``epoch_loss /= n`` keeps it so (a
+    name like ``*_loss`` must not become a guessed loss again)."""
+    name = ctx.dotted(target)
+    return name is not None and ctx.lookup(name) in (UNTRACKED, INTEGER)

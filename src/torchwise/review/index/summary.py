@@ -16,14 +16,13 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
-import re
 from typing import Any
 
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import file_name, file_template
+from torchwise.review.engine.syntax import file_name, file_template, tests_cuda_availability
 from torchwise.review.index.records import (
     CONFIG_LIBRARIES,
     CUDA_OPTIONAL,
@@ -222,13 +221,8 @@ class Summarizer(Rule):
         """A test of whether CUDA is there (``torch.cuda.is_available()``, ``args.no_cuda``,
         ``args.cuda``): the file runs on the CPU too. ``x.is_cuda`` follows a tensor and
         ``hasattr(torch.cuda.amp, "autocast")`` a version: neither is a fallback."""
-        text = ctx.text(test).lower()
         marks = self.summary.written_for
-        if CUDA_OPTIONAL in marks or "cuda" not in text or "is_cuda" in text:
-            return
-        if "hasattr" in text or "version" in text:
-            return
-        if "is_available" in text or "device_count" in text or re.search(r"\w*cuda\b", text):
+        if CUDA_OPTIONAL not in marks and tests_cuda_availability(ctx.text(test)):
             marks.append(CUDA_OPTIONAL)
 
     def visit_ImportFrom(self, node: ast.ImportFrom, ctx: Context) -> None:

@@ -17,7 +17,10 @@ from torchwise.review.registry import Rule, rule
 @rule
 class ArgparseTypeBool(Rule):
     """## What it does
-    Flags `parser.add_argument(..., type=bool)`.
+    Flags `parser.add_argument(..., type=bool)`: a warning when the option
+    defaults to true (it cannot be turned off from the command line), a hint
+    (`info`) when it defaults to false (only an explicit `--flag False`
+    misfires; `--flag True` works).
 
     ## Why is this bad?
     argparse calls `bool()` on the string from the command line, and every
@@ -67,4 +70,16 @@ class ArgparseTypeBool(Rule):
                 ),
                 "--flag",
             )
-            ctx.report(self, item, flag=flag)
+            default = keyword(node, "default")
+            off = default is None or (
+                isinstance(default.value, ast.Constant) and not default.value.value
+            )
+            if off:
+                message = (
+                    "`type=bool` makes every non-empty value true: `{flag} False` turns it on "
+                    "(it defaults to off, so only an explicit False misfires)"
+                )
+                ctx.report(self, item, flag=flag, message=message, severity=Severity.INFO)
+                return
+            message = self.message + ": defaulting to on, it can never be turned off"
+            ctx.report(self, item, flag=flag, message=message)

@@ -10,7 +10,7 @@ import ast
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import keyword
+from torchwise.review.engine.syntax import keyword, tests_cuda_availability
 from torchwise.review.index.records import CUDA_OPTIONAL
 from torchwise.review.registry import Rule, rule
 
@@ -76,9 +76,8 @@ class CudaCallUnguarded(Rule):
         self._note_guard(node.test, ctx)
 
     def _note_guard(self, test: ast.expr, ctx: Context) -> None:
-        text = ctx.text(test).lower()
-        if self.guard is None and "cuda" in text and "is_cuda" not in text:
-            self.guard = test.lineno  # `x.is_cuda` follows a device; it is no fallback
+        if self.guard is None and tests_cuda_availability(ctx.text(test)):
+            self.guard = test.lineno
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
