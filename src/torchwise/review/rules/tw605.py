@@ -20,7 +20,8 @@ class ArgparseTypeBool(Rule):
     Flags `parser.add_argument(..., type=bool)`: a warning when the option
     defaults to true (it cannot be turned off from the command line), a hint
     (`info`) when it defaults to false (only an explicit `--flag False`
-    misfires; `--flag True` works).
+    misfires; `--flag True` works). An option nothing in the file reads is
+    not reported.
 
     ## Why is this bad?
     argparse calls `bool()` on the string from the command line, and every
@@ -34,6 +35,8 @@ class ArgparseTypeBool(Rule):
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--pretrained", type=bool, default=False)
+    args = parser.parse_args()
+    print(args.pretrained)
     ```
 
     ## Use instead
@@ -70,6 +73,9 @@ class ArgparseTypeBool(Rule):
                 ),
                 "--flag",
             )
+            dest = flag.lstrip("-").replace("-", "_")
+            if f".{dest}" not in ctx.source and f"'{dest}'" not in ctx.source:
+                return  # never read: whatever it parses to changes nothing
             default = keyword(node, "default")
             off = default is None or (
                 isinstance(default.value, ast.Constant) and not default.value.value
