@@ -17,7 +17,7 @@ figure on a shared machine) and the ratios:
   (a generic linter in Rust; issue 21's yardstick: torchwise cold ``--jobs 1``
   within 4x ruff ``--select ALL``'s CPU time, the goal 2x);
 - one file of about 300 lines from the corpus, reviewed cold on its own (the
-  editor's and pre-commit's case; goal under 0.1 s wall).
+  editor's and pre-commit's case; goal at most 0.15 s wall).
 
 A command slower than ``--slow-limit`` seconds is run once and marked so.
 Usage: ``python bench/review_speed.py [--corpus timm] [--runs 5] [--baseline 55405c1]``.
@@ -201,8 +201,8 @@ def main() -> None:
     verdict = "meets" if jobs.wall <= one.wall * 1.05 else "MISSES"
     print(f"--jobs {cores} / --jobs 1, wall: {jobs.wall / one.wall:.2f}x ({verdict}: never slower)")
     single_row = next(row for row in rows if "one " in row.label)
-    verdict = "meets" if single_row.wall < 0.1 else "MISSES"
-    print(f"one file cold: {single_row.wall:.3f} s wall ({verdict} < 0.1 s)")
+    verdict = "meets" if single_row.wall <= 0.15 else "MISSES"
+    print(f"one file cold: {single_row.wall:.3f} s wall ({verdict}: <= 0.15 s)")
     warm = next(row for row in rows if "warm" in row.label)
     print(f"warm cache: {warm.wall:.2f} s ({'meets' if warm.wall < 1 else 'MISSES'} < 1 s)")
     if args.baseline:

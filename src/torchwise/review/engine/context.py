@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from torchwise.findings import Finding, Fix, Severity
 from torchwise.review.engine import facts as F
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.facts import Branch, Value
 from torchwise.review.engine.values import (
     INTEGER,
@@ -177,6 +178,14 @@ class Context(ValueReader):
         if found is None:
             found = self._helpers[kind] = kind()
         return cast(_Helper, found)
+
+    def module_nodes(self) -> list[ast.AST]:
+        """Every node of the file (``subtree`` of the module), listed once per
+        file for the rules that look at the whole file at its end."""
+        found = self._helpers.get(_ModuleNodes)
+        if found is None:
+            found = self._helpers[_ModuleNodes] = _ModuleNodes(subtree(self.module.node))
+        return cast(_ModuleNodes, found).nodes
 
     # -- names -------------------------------------------------------------
     def bind_import(self, local: str, qualname: str) -> None:
@@ -398,13 +407,18 @@ class Context(ValueReader):
         )
 
 
+@dataclass(frozen=True)
+class _ModuleNodes:
+    nodes: list[ast.AST]
+
+
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
 
 
 def _raising_blocks(tree: ast.AST) -> list[tuple[int, int]]:
     """The line ranges of ``with pytest.raises(...)`` / ``self.assertRaises(...)`` blocks."""
     blocks = []
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if not isinstance(node, (ast.With, ast.AsyncWith)):
             continue
         calls = [item.context_expr for item in node.items]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchwise.review.engine import facts as F
 from torchwise.review.engine import tensors as T
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.facts import Value
 from torchwise.review.engine.tensor_values import (
     DTYPE,
@@ -667,7 +668,7 @@ class ValueReader(TensorReader):
             if key not in known:
                 known[key] = frozenset(
                     node.name
-                    for node in ast.walk(function.node)
+                    for node in subtree(function.node)
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 )
             if name in known[key]:
@@ -769,7 +770,7 @@ def optimised_model(call: ast.Call) -> str | None:
     if not call.args:
         return None
     models = set()
-    for node in ast.walk(call.args[0]):
+    for node in subtree(call.args[0]):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)

@@ -343,16 +343,16 @@ def rejected_releases(name: str, span: Range, call: ast.Call) -> tuple[dict[str,
     failing: dict[str, int] = {}
     judged = 0
     for releases, definition in definitions_in_range(name, span):
-        for index in range(len(span.releases)):
-            if not releases >> index & 1:
+        native = definition.key.startswith("torch._C.")
+        covered = 0  # a release takes its first group's signatures (``signatures_in``)
+        for signatures_mask, overloads in definition.signatures:
+            shared = signatures_mask & releases & ~covered  # one group: judged once
+            covered |= signatures_mask
+            if not shared or not overloads:
                 continue
-            overloads = definition.signatures_in(index)
-            if not overloads:
-                continue
-            judged |= 1 << index
-            native = definition.key.startswith("torch._C.")
+            judged |= shared
             problems = [call_rejections(signature, call, native) for signature in overloads]
             if all(problems):
                 for problem in min(problems, key=len):  # the overload the call comes closest to
-                    failing[problem] = failing.get(problem, 0) | 1 << index
+                    failing[problem] = failing.get(problem, 0) | shared
     return failing, judged

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import (
     file_name,
     file_template,
@@ -279,7 +280,7 @@ def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 def _reassigned(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     return any(
         isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
-        for node in ast.walk(function)
+        for node in subtree(function)
     )
 
 
@@ -287,7 +288,7 @@ def _assignment(name: str, function: ast.AST | None, ctx: Context) -> ast.AST | 
     """The value of the one plain assignment to ``name`` in its scope."""
     scope = function if function is not None else ctx.module.node
     found: list[ast.AST] = []
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets

@@ -10,6 +10,7 @@ import builtins
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 #: Names Python binds in every module (and ``__class__`` in methods).
@@ -72,12 +73,11 @@ class UndefinedName(Rule):
     def leave_module(self, module: object, ctx: Context) -> None:
         if ctx.path.endswith(".ipynb"):
             return
-        tree = ctx.module.node
         bound: set[str] = set(_BUILTINS)
         reads: list[ast.Name] = []
         tries: list[ast.Try] = []
         dead: list[ast.stmt] = []  # the branch an `if True:` / `if False:` never takes
-        for node in ast.walk(tree):
+        for node in ctx.module_nodes():
             if isinstance(node, ast.Name):  # most nodes: decided here, not by _bind's chain
                 if isinstance(node.ctx, ast.Load):
                     reads.append(node)
@@ -98,9 +98,9 @@ class UndefinedName(Rule):
         if not unbound:  # nearly every file: nothing more to walk
             return
         # names inside `try: ... except NameError` and in annotations are excused
-        excused = {id(n) for t in tries for s in t.body for n in ast.walk(s)}
-        excused.update(id(n) for s in dead for n in ast.walk(s))
-        annotations = {id(n) for a in _annotations(tree) for n in ast.walk(a)}
+        excused = {id(n) for t in tries for s in t.body for n in subtree(s)}
+        excused.update(id(n) for s in dead for n in subtree(s))
+        annotations = {id(n) for a in _annotations(ctx.module_nodes()) for n in subtree(a)}
         reported: set[str] = set()
         for name in unbound:
             if name.id in reported or id(name) in excused or id(name) in annotations:
@@ -145,15 +145,15 @@ def _catches_name_error(node: ast.Try) -> bool:
     for handler in node.handlers:
         if handler.type is None:
             return True
-        names = {n.id for n in ast.walk(handler.type) if isinstance(n, ast.Name)}
+        names = {n.id for n in subtree(handler.type) if isinstance(n, ast.Name)}
         if names & {"NameError", "Exception", "BaseException", "ImportError"}:
             return True
     return False
 
 
-def _annotations(tree: ast.AST) -> list[ast.expr]:
+def _annotations(nodes: list[ast.AST]) -> list[ast.expr]:
     found: list[ast.expr] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.AnnAssign):
             found.append(node.annotation)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -10,6 +10,7 @@ import ast
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     Effects,
@@ -127,10 +128,10 @@ def _optimises_fresh_tensors(loop: ast.AST, ctx: Context) -> bool:
     """The loop builds its optimizer each iteration over tensors it also creates
     there (`x = z.detach().clone()`, `opt = SGD([x])`): nothing carries over."""
     created: set[str] = set()
-    for node in ast.walk(loop):
+    for node in subtree(loop):
         if isinstance(node, ast.Assign):
             created.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    for node in ast.walk(loop):
+    for node in subtree(loop):
         if not (isinstance(node, ast.Call) and node.args):
             continue
         name = ctx.call_name(node) or ""

@@ -9,6 +9,7 @@ import ast
 
 from torchwise.findings import Applicability, Edit, Fix, Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._tensor_ops import permutation_of, view_fails
 
@@ -122,7 +123,7 @@ def _bound_once(name: str, ctx: Context) -> ast.expr | None:
         return None
     values = [
         node.value
-        for node in ast.walk(scope)
+        for node in subtree(scope)
         if isinstance(node, ast.Assign)
         and len(node.targets) == 1
         and isinstance(node.targets[0], ast.Name)
@@ -130,7 +131,7 @@ def _bound_once(name: str, ctx: Context) -> ast.expr | None:
     ]
     stored = sum(
         isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
-        for node in ast.walk(scope)
+        for node in subtree(scope)
     )
     return values[0] if len(values) == 1 and stored == 1 else None
 

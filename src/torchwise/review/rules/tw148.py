@@ -12,6 +12,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import name_uses
 from torchwise.review.registry import Rule, rule
 
@@ -186,7 +187,7 @@ class GymStepApi(Rule):
             for call in stores:
                 at = call.line
                 passed = [
-                    ctx.dotted(arg) for arg in ast.walk(call.node) if isinstance(arg, ast.Name)
+                    ctx.dotted(arg) for arg in subtree(call.node) if isinstance(arg, ast.Name)
                 ]
                 if at > line and name in passed:
                     ctx.report(
@@ -207,18 +208,18 @@ def _bounded_otherwise(scope: ast.AST, step: ast.AST, terminated: str) -> bool:
     line = getattr(step, "lineno", 0)
     loops = [
         node
-        for node in ast.walk(scope)
+        for node in subtree(scope)
         if isinstance(node, (ast.For, ast.While)) and node.lineno < line <= (node.end_lineno or 0)
     ]
     episodes = [
         node
         for node in loops
         if isinstance(node, ast.While)
-        and terminated in {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        and terminated in {n.id for n in subtree(node.test) if isinstance(n, ast.Name)}
     ]
     if episodes:
         episode = max(episodes, key=lambda node: node.lineno)
-        return any(isinstance(node, ast.Compare) for node in ast.walk(episode.test))
+        return any(isinstance(node, ast.Compare) for node in subtree(episode.test))
     return any(isinstance(node, ast.For) for node in loops)
 
 
@@ -227,10 +228,10 @@ def _episode_loop(scope: ast.AST, step: ast.AST, terminated: str) -> int | None:
     ``terminated`` (``while not done:``)."""
     line = getattr(step, "lineno", 0)
     found = None
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not isinstance(node, ast.While) or not node.lineno < line <= (node.end_lineno or 0):
             continue
-        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        names = {n.id for n in subtree(node.test) if isinstance(n, ast.Name)}
         if terminated in names and (found is None or node.lineno > found):
             found = node.lineno
     return found

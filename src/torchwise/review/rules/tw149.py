@@ -9,6 +9,7 @@ import ast
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 
@@ -169,6 +170,6 @@ def _called_methods(tree: ast.AST) -> set[str]:
     """Attribute names the file calls: ``x.name(...)``."""
     return {
         node.func.attr
-        for node in ast.walk(tree)
+        for node in subtree(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }

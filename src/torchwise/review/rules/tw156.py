@@ -11,6 +11,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.values import optimised_model
 from torchwise.review.registry import Rule, rule
 
@@ -125,7 +126,7 @@ class CopyIntoTrainedModel(Rule):
         pairs = _zipped_parameters(node, ctx)
         if pairs is None:
             return
-        for statement in ast.walk(node):
+        for statement in subtree(node):
             if not isinstance(statement, ast.Call) or not isinstance(statement.func, ast.Attribute):
                 continue
             if statement.func.attr not in _IN_PLACE:

@@ -11,6 +11,7 @@ import re
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
 
@@ -133,7 +134,7 @@ class SchedulerHorizonInOtherUnits(Rule):
 def _schedulers(scope: ast.AST, ctx: Context) -> list[tuple[str, str, str]]:
     """(name, horizon text, "batches" or "epochs") for each scheduler the scope builds."""
     found = []
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1

@@ -10,6 +10,7 @@ import re
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 _HEADS = re.compile(r"head|n_?h\b|nhead", re.IGNORECASE)
@@ -120,7 +121,7 @@ def _rearranged(expr: ast.expr, ctx: Context, depth: int = 0) -> bool:
     if isinstance(expr, ast.Name) and depth < 3:
         for parent in reversed(ctx.parents):
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(parent):
+                for node in subtree(parent):
                     if (
                         isinstance(node, ast.Assign)
                         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)

@@ -118,7 +118,7 @@ def _dumped_here(path: ast.expr | None, ctx: Context) -> bool:
     if path is None:
         return False
     text = ctx.text(path)
-    for node in ast.walk(ctx.module.node):
+    for node in ctx.module_nodes():
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if node.func.attr not in ("dump", "to_pickle"):

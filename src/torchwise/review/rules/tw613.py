@@ -10,6 +10,7 @@ import ast
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 #: Keywords that give an option its own way of turning text into a value.
@@ -151,7 +152,7 @@ def _converted_where_read(dest: str, ctx: Context) -> bool:
     (``float(args.noise)``) or only formats it into text (an f-string)."""
     tree = ctx.module.node
     reads = converted = 0
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, ast.Attribute) and node.attr == dest:
             reads += isinstance(node.ctx, ast.Load)
         elif isinstance(node, ast.Call) and ctx.text(node.func) in _CONVERSIONS:

@@ -10,6 +10,7 @@ import re
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 #: Names of the test split (not a validation split).
@@ -109,7 +110,7 @@ class BestCheckpointChosenOnTestSplit(Rule):
 def _iterated_loaders(scope: ast.AST, before: int) -> list[ast.expr]:
     """What the ``for`` loops above line ``before`` iterate (through ``enumerate``)."""
     found: list[ast.expr] = []
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not isinstance(node, ast.For) or node.lineno >= before:
             continue
         iterated = node.iter
@@ -137,7 +138,7 @@ def _compared_with_best(test: ast.expr) -> str | None:
 
 
 def _keeps_a_checkpoint(node: ast.If, ctx: Context) -> bool:
-    for child in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+    for child in subtree(ast.Module(body=node.body, type_ignores=[])):
         if isinstance(child, ast.Call):
             name = ctx.call_name(child) or ctx.text(child.func)
             if _SAVES.search(name):
@@ -152,7 +153,7 @@ def _keeps_a_checkpoint(node: ast.If, ctx: Context) -> bool:
 def _last_assignment(scope: ast.AST, name: str, before: int) -> ast.Assign | None:
     """The last ``name = ...`` (or ``name, ... = ...``) above line ``before``."""
     found: ast.Assign | None = None
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not isinstance(node, ast.Assign) or node.lineno >= before:
             continue
         targets = [

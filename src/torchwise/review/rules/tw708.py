@@ -119,7 +119,7 @@ class CudaCallUnguarded(Rule):
 def _device_variable(ctx: Context) -> str | None:
     """The first device held in a variable that the file places tensors on
     (``device=opt.device``, ``.to(device)``), as written."""
-    for node in ast.walk(ctx.module.node):
+    for node in ctx.module_nodes():
         if not isinstance(node, ast.Call):
             continue
         given = getattr(keyword(node, "device"), "value", None)

@@ -9,6 +9,7 @@ import ast
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 
 _LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -76,7 +77,7 @@ class BatchBufferWithPartialBatch(Rule):
         buffers: dict[str, tuple[str, int]] = {}  # name -> (first dimension text, line)
         assigns: list[ast.Assign] = []
         loops: list[ast.For] = []
-        for node in ast.walk(tree):  # one walk: the assignments and the loops
+        for node in subtree(tree):  # one walk: the assignments and the loops
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 assigns.append(node)
             elif isinstance(node, ast.For):
@@ -106,7 +107,7 @@ class BatchBufferWithPartialBatch(Rule):
             if not isinstance(iterated, ast.Name) or iterated.id not in loaders:
                 continue
             size_text, loader_line = loaders[iterated.id]
-            for call in ast.walk(loop):
+            for call in subtree(loop):
                 if not (
                     isinstance(call, ast.Call)
                     and isinstance(call.func, ast.Attribute)

@@ -12,6 +12,7 @@ from torchwise.findings import Severity
 from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._distributed import DDP
 
@@ -121,7 +122,7 @@ class _WrapsDdp:
         if self._found is None:
             self._found = "DistributedDataParallel" in ctx.source and any(
                 isinstance(node, ast.Call) and (ctx.call_name(node) or "") in DDP
-                for node in ast.walk(ctx.module.node)
+                for node in ctx.module_nodes()
             )
         return self._found
 
@@ -166,7 +167,7 @@ def _exits(loop: ast.AST) -> list[tuple[ast.stmt, list[ast.expr]]]:
 def _rank_local_names(loop: ast.AST, ctx: Context) -> set[str]:
     """Names the loop assigns from ``.item()`` of a tensor: each rank's own number."""
     names = set()
-    for node in ast.walk(loop):
+    for node in subtree(loop):
         if isinstance(node, ast.Assign) and ".item()" in ctx.text(node.value):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -179,7 +180,7 @@ def _why(text: str, test: ast.expr, local: set[str]) -> str | None:
         return "it tests which rank this is"
     if ".item()" in text:
         return "it reads this rank's own tensor"
-    read = {node.id for node in ast.walk(test) if isinstance(node, ast.Name)}
+    read = {node.id for node in subtree(test) if isinstance(node, ast.Name)}
     shared = sorted(read & local)
     if shared:
         return f"`{shared[0]}` is this rank's own `.item()`"

@@ -10,6 +10,7 @@ import re
 
 from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._distributed import DDP
@@ -127,7 +128,7 @@ def _enclosing(ctx: Context) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
 def _assignments(scope: ast.AST) -> dict[str, ast.expr]:
     """Names assigned exactly once in the scope, and their value."""
     found: dict[str, list[ast.expr]] = {}
-    for item in ast.walk(scope):
+    for item in subtree(scope):
         if isinstance(item, ast.Assign) and len(item.targets) == 1:
             target = item.targets[0]
             name = Context.dotted(target)
@@ -203,7 +204,7 @@ def _placement(
     if name is None or function is None:
         return None
     found = None
-    for item in ast.walk(function):
+    for item in subtree(function):
         if (
             isinstance(item, ast.Call)
             and isinstance(item.func, ast.Attribute)
@@ -243,14 +244,14 @@ def _set_device(
     ``CUDA_VISIBLE_DEVICES``, under which cuda:0 is each rank's own GPU)."""
     if "CUDA_VISIBLE_DEVICES" in ctx.source or "cuda.device(" in ctx.source:
         return "(chosen per rank)"
-    for item in ast.walk(scope):
+    for item in subtree(scope):
         if (
             isinstance(item, ast.Call)
             and (ctx.call_name(item) or "").endswith("cuda.set_device")
             and item.args
         ):
             return _resolved(item.args[0], assignments, ctx)
-    for item in ast.walk(ctx.module.node):
+    for item in ctx.module_nodes():
         if isinstance(item, ast.Call) and (ctx.call_name(item) or "").endswith("cuda.set_device"):
             return "(elsewhere in the file)"
     return None

@@ -11,6 +11,7 @@ import re
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import keyword
 from torchwise.review.registry import Rule, rule
 
@@ -145,7 +146,7 @@ class MetricNotReducedAcrossRanks(Rule):
 
 def _accumulates(loop: ast.AST) -> bool:
     """A running total: ``total += ...``, ``meter.update(...)``, ``values.append(...)``."""
-    for node in ast.walk(loop):
+    for node in subtree(loop):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
             return True
         if (
