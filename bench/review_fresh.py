@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchwise.review import ReviewSettings, review_paths
+from torchwise.review.registry import all_rules
 
 NEAR = 3
 
@@ -135,6 +136,9 @@ def main() -> int:
     )
     parser.add_argument("--misses", action="store_true", help="list the bugs not found")
     parser.add_argument(
+        "--false", action="store_true", help="list the errors and warnings judged false"
+    )
+    parser.add_argument(
         "--torchfix", action="store_true", help="TorchFix's recall on the same files"
     )
     parser.add_argument(
@@ -219,6 +223,11 @@ def main() -> int:
         )
         return 1
     report(bugs, found_by, strict, verdicts, clean, found, options.misses)
+    if options.false:
+        for item in strict:
+            if verdicts.get(item.key) == "false":
+                where = f"{item.repo} {item.path}:{item.line}"
+                print(f"  FALSE {item.code} {item.severity} {where} {item.message[:100]}")
     if options.torchfix:
         torchfix_recall(options.root, bugs)
     return 0
@@ -261,10 +270,17 @@ def report(
         "crash or results, w/e:     ",
         _share(sum(caught(b, strict_levels) for b in serious), len(serious)),
     )
+    families = {code: info.cls.family for code, info in all_rules().items()}
     for severity in strict_levels:
         judged = [item for item in strict if item.severity == severity]
         true = sum(verdicts.get(item.key) == "true" for item in judged)
         print(f"{severity} precision:           ", _share(true, len(judged)))
+        # The security rules warn by policy (a path from outside the project is
+        # a risk whether or not this project's file is benign): shown apart.
+        for label, wanted in (("security rules", True), ("other rules", False)):
+            part = [item for item in judged if (families.get(item.code) == "security") == wanted]
+            true = sum(verdicts.get(item.key) == "true" for item in part)
+            print(f"  {label + ':':<23}", _share(true, len(part)))
     flagged = 0
     for row in clean:
         line = int(row["line"])

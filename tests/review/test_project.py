@@ -381,6 +381,43 @@ def test_a_training_script_seeded_by_a_helper_in_another_file(tmp_path: Path) ->
     assert found(project(tmp_path, files), select=("TW604",)) == set()
 
 
+def test_a_seed_set_when_a_project_module_is_imported_seeds_the_importer(
+    tmp_path: Path,
+) -> None:
+    train = """\
+        import numpy as np
+        import torch
+        from lib.model import Net, train_step
+
+        for x in loader:
+            train_step(Net(), x)
+        """
+    model = """\
+        import torch
+        {seed}
+
+        class Net(torch.nn.Module):
+            pass
+
+        def train_step(model, x):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+        """
+    seeded = {
+        "train.py": train,
+        "lib/__init__.py": "",
+        "lib/model.py": model.replace("{seed}", "torch.manual_seed(0)"),
+    }
+    assert found(project(tmp_path / "seeded", seeded), select=("TW604",)) == set()
+    guarded = dict(seeded)
+    guarded["lib/model.py"] = model.replace(
+        "{seed}", 'if __name__ == "__main__":\n            torch.manual_seed(0)'
+    )
+    flagged = found(project(tmp_path / "guarded", guarded), select=("TW604",))
+    assert {path for path, _, _ in flagged} == {"train.py"}  # a guarded seed runs only as main
+
+
 def test_a_top_level_training_script_that_never_seeds() -> None:
     source = """\
         import torch
@@ -662,6 +699,19 @@ def test_unguarded_cuda_in_a_module_whose_importer_falls_back_to_the_cpu(tmp_pat
     assert found(root, select=("TW708",)) == {("decoder.py", 6, "TW708")}
 
 
+def test_an_importer_whose_fallback_already_fails_is_told_there_alone(tmp_path: Path) -> None:
+    script = """\
+        import torch
+        from decoder import decode
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        mask = torch.ones(3).cuda()
+        decode(None, None, device)
+        """
+    root = project(tmp_path, {"demo.py": script, "decoder.py": _DECODER})
+    assert found(root, select=("TW708",)) == {("demo.py", 5, "TW708")}
+
+
 def test_unguarded_cuda_in_a_gpu_only_project_is_fine(tmp_path: Path) -> None:
     script = """\
         from decoder import decode
@@ -868,3 +918,22 @@ def test_an_unused_rate_equal_to_the_optimizers_default_changes_nothing() -> Non
         """
     assert codes(source, "TW145") == []  # Adam's default lr is 1e-3 in every release
     assert codes(source.replace("1e-3", "3e-4"), "TW145") == [(6, "TW145")]
+
+
+def test_a_range_older_than_the_tables_still_knows_the_optimizers_default(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "requirements.txt": "torch==1.0\n",
+        "train.py": """\
+            import torch
+
+            lr = 1e-3
+
+            def build(model):
+                return torch.optim.Adam(model.parameters())
+            """,
+    }
+    assert not found(project(tmp_path / "same", files), select=("TW145",))
+    files["train.py"] = files["train.py"].replace("1e-3", "3e-4")
+    assert ("train.py", 6, "TW145") in found(project(tmp_path / "other", files), select=("TW145",))

@@ -42,6 +42,8 @@ MODEL_CALL_WITH_GRAD = "model_call_with_grad"
 #: helper that seeds every generator: ``seed_everything``, ``set_seed``).
 DRAWS_NUMPY, DRAWS_RANDOM = "draws_numpy", "draws_random"
 SEEDS_NUMPY, SEEDS_RANDOM = "seeds_numpy", "seeds_random"
+#: The effects that seed a generator.
+SEEDING = frozenset({SEED, SEEDS_TORCH, SEEDS_NUMPY, SEEDS_RANDOM})
 _NUMPY_DRAW = re.compile(
     r"numpy\.random\.(?!seed$|get_state$|set_state$|default_rng$|RandomState$|Generator$|"
     r"SeedSequence$|PCG64$|MT19937$)\w+$"

@@ -156,3 +156,23 @@ def tests_cuda_availability(test_text: str) -> bool:
     if "cuda" not in text or "is_cuda" in text:
         return False
     return not any(word in text for word in ("hasattr", "getattr", "version"))
+
+
+def unconditional_cuda_call(node: ast.Call, parents: list[ast.AST]) -> bool:
+    """Whether ``node`` is ``x.cuda()`` on no branch at all (no ``if``,
+    conditional expression or ``try`` above it, nor inside a method that moves
+    things itself: ``cuda``, ``to``, ``_apply``, ``*gpu*``): code with such a
+    call needs CUDA whatever it tests elsewhere."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "cuda"):
+        return False
+    if node.args or node.keywords:
+        return False
+    for parent in parents:
+        if isinstance(parent, (ast.If, ast.IfExp, ast.Try)):
+            return False
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            parent.name in {"cuda", "to", "_apply"} or "gpu" in parent.name.lower()
+        ):
+            return False
+    return True

@@ -125,6 +125,16 @@ class ProjectView:
         for ("gym>=0.26"), from every file."""
         return frozenset()
 
+    def importers_fall_back_to_cpu(self) -> bool:
+        """Whether a file that imports this one runs without CUDA (tests for
+        it, and calls ``.cuda()`` on no branch itself)."""
+        return False
+
+    def import_seeds(self) -> frozenset[str]:
+        """The seeding effects of the top-level code of the project files this
+        one imports (it runs at import)."""
+        return frozenset()
+
     def importers_written_for(self) -> frozenset[str]:
         """The same, from the files that import this one directly."""
         return frozenset()

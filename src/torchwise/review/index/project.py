@@ -30,6 +30,8 @@ from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.index.records import (
     CONFIG_LIBRARIES,
+    CUDA_OPTIONAL,
+    CUDA_REQUIRED,
     MAYBE_CONFIG,
     NAMESPACE_NAMES,
     TOP_LEVEL,
@@ -705,6 +707,54 @@ class ProjectIndex:
             self._importer_table = table
         return self._importer_table
 
+    def importers_fall_back_to_cpu(self, path: str) -> bool:
+        """Whether a file that imports ``path`` directly runs without CUDA: it
+        tests whether CUDA is there and calls ``.cuda()`` on no branch itself
+        (one that does fails first, and is told so there)."""
+        return any(
+            CUDA_OPTIONAL in marks and CUDA_REQUIRED not in marks
+            for marks in (
+                self.summaries[importer].written_for for importer in self._importers().get(path, ())
+            )
+        )
+
+    def import_seeds(self, path: str) -> frozenset[str]:
+        """The seeding effects (``E.SEED``, ``E.SEEDS_TORCH``, ...) of the project
+        files ``path`` imports, transitively. Importing a module runs its
+        top-level code outside its ``__main__`` guard, and a seed set there
+        holds for the importer: ``torch.manual_seed(0)`` at the top of
+        ``simclr.py`` seeds the ``run.py`` that imports it."""
+        imported: dict[str, set[str]] = {}
+        for module, importers in self._importers().items():
+            for importer in importers:
+                imported.setdefault(importer, set()).add(module)
+        found: set[str] = set()
+        seen = {path}
+        pending = list(imported.get(path, ()))
+        while pending:
+            module = pending.pop()
+            if module in seen:
+                continue
+            seen.add(module)
+            pending.extend(imported.get(module, ()))
+            found |= self._top_level_seeds(module)
+        return frozenset(found)
+
+    def _top_level_seeds(self, path: str) -> set[str]:
+        fact = self.function(f"{path}::{TOP_LEVEL}")
+        if fact is None:
+            return set()
+        found = {
+            effect
+            for effect, _line, _col, branch in fact.events
+            if effect in E.SEEDING and not _under_main_guard(branch)
+        }
+        for call in fact.calls:
+            target = self.ref_target(call.ref, path, None)
+            if target is not None and not _under_main_guard(call.branch):
+                found |= self.effects(target) & E.SEEDING
+        return found
+
     def importers_written_for(self, path: str) -> frozenset[str]:
         """What the files that import ``path`` directly show they are written for."""
         return frozenset(
@@ -806,3 +856,9 @@ def _looks_like_model(layer: str) -> bool:
     ``timm.create_model``, ``AutoModel.from_pretrained``, a project class."""
     last = layer.rsplit(".", 1)[-1]
     return last[:1].isupper() or last in {"create_model", "from_pretrained", "build_model"}
+
+
+def _under_main_guard(branch: list[tuple[str, bool]] | tuple[tuple[str, bool], ...]) -> bool:
+    """Whether code on this branch runs only when its file is the program
+    (``if __name__ == "__main__":``), not when it is imported."""
+    return any("__name__" in test for test, _ in branch)

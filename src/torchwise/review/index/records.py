@@ -155,6 +155,9 @@ MAYBE_CONFIG = "config?"
 
 #: ``ModuleSummary.written_for`` mark of a file that falls back to the CPU without CUDA.
 CUDA_OPTIONAL = "cuda-optional"
+#: ``ModuleSummary.written_for`` mark of a file that calls ``.cuda()`` on no
+#: branch: whatever it tests, it does not run without CUDA.
+CUDA_REQUIRED = "cuda-required"
 
 
 @dataclass

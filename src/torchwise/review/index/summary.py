@@ -22,10 +22,16 @@ from torchwise.review.engine import effects as E
 from torchwise.review.engine import facts as F
 from torchwise.review.engine import gym
 from torchwise.review.engine.context import Context
-from torchwise.review.engine.syntax import file_name, file_template, tests_cuda_availability
+from torchwise.review.engine.syntax import (
+    file_name,
+    file_template,
+    tests_cuda_availability,
+    unconditional_cuda_call,
+)
 from torchwise.review.index.records import (
     CONFIG_LIBRARIES,
     CUDA_OPTIONAL,
+    CUDA_REQUIRED,
     MAYBE_CONFIG,
     NAMESPACE_NAMES,
     TOP_LEVEL,
@@ -231,6 +237,9 @@ class Summarizer(Rule):
             self.summary.star_imports.append(module)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        marks = self.summary.written_for
+        if CUDA_REQUIRED not in marks and unconditional_cuda_call(node, ctx.parents):
+            marks.append(CUDA_REQUIRED)
         library = _PICKLE_WRITERS.get(ctx.call_name(node) or "")
         if library is not None and library not in self.summary.pickles_with:
             self.summary.pickles_with.append(library)

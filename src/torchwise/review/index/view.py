@@ -298,6 +298,12 @@ class IndexView(ProjectView):
     def importers_written_for(self) -> frozenset[str]:
         return self.index.importers_written_for(self.path)
 
+    def import_seeds(self) -> frozenset[str]:
+        return self.index.import_seeds(self.path)
+
+    def importers_fall_back_to_cpu(self) -> bool:
+        return self.index.importers_fall_back_to_cpu(self.path)
+
     def pickles_with(self) -> frozenset[str]:
         return self.index.pickles_with()
 

@@ -11,6 +11,7 @@ import re
 from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
+from torchwise.review.engine.dispatch import subtree
 from torchwise.review.registry import Rule, rule
 from torchwise.review.rules._loops import (
     is_backward,
@@ -107,13 +108,15 @@ class LossAccumulatedWithGraph(Rule):
         self.candidates.append((node, name, ctx.text(value), function_id, ctx.loops[-1]))
 
     def leave_function(self, function: F.FunctionFacts, ctx: Context) -> None:
-        self._judge(function.calls, id(function), ctx)
+        self._judge(function.calls, id(function), function.node, ctx)
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        self._judge(module.calls, 0, ctx)
+        self._judge(module.calls, 0, module.node, ctx)
 
-    def _judge(self, calls: list[F.CallEvent], function_id: int, ctx: Context) -> None:
-        backward_texts = [ctx.text(c.node) for c in calls if is_backward(c)]
+    def _judge(
+        self, calls: list[F.CallEvent], function_id: int, scope: ast.AST, ctx: Context
+    ) -> None:
+        backward_texts = _backward_texts(calls, scope, ctx)
         for node, target, value, owner, loop in self.candidates:
             if owner != function_id:
                 continue
@@ -122,3 +125,23 @@ class LossAccumulatedWithGraph(Rule):
             if any(re.search(rf"\b{re.escape(target)}\b", text) for text in backward_texts):
                 continue  # accumulated to backward through the total: intended
             ctx.report(self, node, target=target, value=value)
+
+
+def _backward_texts(calls: list[F.CallEvent], scope: ast.AST, ctx: Context) -> list[str]:
+    """The text of each ``backward`` call in the scope, with what its loss
+    was assigned from there (``loss_q = torch.stack(losses).sum()`` before
+    ``loss_q.backward()``): a total backpropagated through a name of its own."""
+    backwards = [c for c in calls if is_backward(c)]
+    texts = [ctx.text(c.node) for c in backwards]
+    receivers = {
+        c.node.func.value.id
+        for c in backwards
+        if isinstance(c.node.func, ast.Attribute) and isinstance(c.node.func.value, ast.Name)
+    }
+    if receivers:
+        for node in subtree(scope):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id in receivers for target in node.targets
+            ):
+                texts.append(ctx.text(node.value))
+    return texts

@@ -12,7 +12,12 @@ from torchwise.findings import Severity
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import constant, keyword
 from torchwise.review.registry import Rule, rule
-from torchwise.review.rules._contracts import called_library_name, definitions_in_range
+from torchwise.review.rules._contracts import (
+    Range,
+    declared_range,
+    definitions_in_range,
+    library_name,
+)
 
 #: Names and command-line options that hold a learning rate.
 _LR_NAME = re.compile(r"^(lr|learning_rate|base_lr|init_lr)$", re.I)
@@ -139,12 +144,18 @@ class LearningRateNeverUsed(Rule):
 
 def default_rate(call: ast.Call, ctx: Context) -> float | None:
     """The ``lr`` default of the optimizer class ``call`` builds, in the
-    project's torch releases (from the contract tables); None if it varies."""
-    found = called_library_name(call, ctx)
-    if found is None:
+    project's torch releases (from the contract tables); None if it varies.
+    A project that declares only releases older than the tables (``torch==1.0``)
+    is judged by every release they know: optimizer defaults have not moved."""
+    name = ctx.call_name(call)
+    library = library_name(name)
+    span = None if library is None else declared_range(ctx, library)
+    if name is None or span is None:
         return None
+    if not span.mask:
+        span = Range(span.library, span.releases, (1 << len(span.releases)) - 1, span.declared)
     defaults = set()
-    for _, definition in definitions_in_range(*found):
+    for _, definition in definitions_in_range(name, span):
         for _, overloads in definition.signatures:
             for signature in overloads:
                 for param in signature.params:

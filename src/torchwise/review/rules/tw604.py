@@ -90,7 +90,7 @@ class UnseededTrainingScript(Rule):
             self.entry_point = self.entry_point or node
 
     def leave_module(self, module: F.ModuleFacts, ctx: Context) -> None:
-        effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
+        effects = _run_effects(ctx)
         if not {E.LEARNS, E.STEP} <= effects:
             return  # the file does not train when run
         level = None if asks_for_reproducibility(ctx.source) else Severity.INFO
@@ -133,7 +133,7 @@ class UnseededTrainingScript(Rule):
         """Seeds torch only, but draws from Python's or NumPy's generator here,
         or in a project function it runs."""
         seeds = [c.qualname or "" for c in module.calls if E.is_seed(c)]
-        effects = ctx.project.effects(ctx.project.own(TOP_LEVEL))
+        effects = _run_effects(ctx)
         for draws, seeded, drawn in (
             (E.DRAWS_NUMPY, E.SEEDS_NUMPY, "numpy.random"),
             (E.DRAWS_RANDOM, E.SEEDS_RANDOM, "random"),
@@ -162,8 +162,19 @@ class UnseededTrainingScript(Rule):
                     "this training script seeds torch but draws from `{generator}`, "
                     "which is never seeded: runs are not reproducible"
                 )
-                ctx.report(self, call.node, message=message, generator=generator.group(1))
+                # Under an `if`, the draw may be on a path the run never takes
+                # (`if random_color:` in a plotting helper): a hint.
+                level = Severity.INFO if call.branch else None
+                ctx.report(
+                    self, call.node, message=message, generator=generator.group(1), severity=level
+                )
                 return
+
+
+def _run_effects(ctx: Context) -> frozenset[str]:
+    """What running the file does: its top-level code, the project functions
+    it calls, and the seeds its project imports set as they are imported."""
+    return ctx.project.effects(ctx.project.own(TOP_LEVEL)) | ctx.project.import_seeds()
 
 
 #: What shows that a script means its runs to repeat: a seed option or

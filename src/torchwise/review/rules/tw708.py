@@ -11,7 +11,6 @@ from torchwise.findings import Severity
 from torchwise.review.engine import facts as F
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.syntax import keyword, tests_cuda_availability
-from torchwise.review.index.records import CUDA_OPTIONAL
 from torchwise.review.registry import Rule, rule
 
 
@@ -102,7 +101,7 @@ class CudaCallUnguarded(Rule):
             for node, call in self.calls:
                 ctx.report(self, node, call=call, guard=str(self.guard))
             return
-        if not self.calls or CUDA_OPTIONAL not in ctx.project.importers_written_for():
+        if not self.calls or not ctx.project.importers_fall_back_to_cpu():
             return
         variable = _device_variable(ctx)
         if variable is None:
