@@ -47,6 +47,12 @@ from torchwise.errors import ExitCode
     "rank), for scripts that spawn one process per GPU.",
 )  # fmt: skip
 @click.option(
+    "--stand-ins/--no-stand-ins", default=True, show_default=True,
+    help="Synthetic data in place of a dataset whose files are missing (torchvision's "
+    "datasets, ImageFolder) and random weights in place of a pretrained download that fails; "
+    "each is said in the report. --no-stand-ins runs on the real data and weights only.",
+)  # fmt: skip
+@click.option(
     "--nproc", type=click.IntRange(min=1), default=1, show_default=True,
     help="Run under torch.distributed.run with this many ranks (gloo on CPU). A script that "
     "starts its own ranks with mp.spawn needs none: each spawned process is checked.",
@@ -77,6 +83,7 @@ def run(
     as_cuda: bool,
     cpu: bool,
     gpus: int | None,
+    stand_ins: bool,
     nproc: int,
     timeout: float,
     collective_timeout: float,
@@ -138,6 +145,7 @@ def run(
         eval_batches=eval_batches,
         as_cuda=as_cuda,
         gpus=gpus or 0,
+        stand_ins=stand_ins,
         nproc=nproc,
         timeout=timeout,
         collective_timeout=collective_timeout,

@@ -73,6 +73,10 @@ class Instrumentation:
         self.monitors: list[Monitor] = [_Eager(session), loaders]
         self.judges: list[Any] = []
         self.monitors.append(SpawnMonitor(session))
+        if options.stand_ins:
+            from torchwise.run.standins import StandIns
+
+            self.monitors.append(StandIns(session))
         if options.checks:
             self.monitors.append(WarningsMonitor(session))
         if options.as_cuda:

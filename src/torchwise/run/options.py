@@ -27,6 +27,9 @@ class RunOptions:
     as_cuda: bool = False
     #: with ``as_cuda``: the GPUs ``torch.cuda.device_count()`` reports; 0 is one per rank
     gpus: int = 0
+    #: synthetic data for datasets whose files are missing, random weights for
+    #: downloads that fail (each said in a note); False runs on the real ones only
+    stand_ins: bool = True
     #: ranks under torch.distributed.run (gloo on CPU); 1 runs the script directly
     nproc: int = 1
     #: seconds for the whole run before it is stopped
