@@ -64,3 +64,8 @@ self_s
 
 # the contract generator (scripts/contracts) folds its guards with it
 referenced
+
+# run's stand-ins: assigning __class__ turns a half-built dataset into its stand-in
+# subclass; the tokenizers library reads a Tokenizer's pre_tokenizer when it encodes
+_.__class__
+_.pre_tokenizer

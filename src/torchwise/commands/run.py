@@ -124,8 +124,7 @@ def run(
         raise click.UsageError("give a script to run (or -m MODULE)")
 
     from torchwise.deps import require_torch
-    from torchwise.run import RunOptions, run_script
-    from torchwise.run.api import check_target, simulates_gpu_by_default
+    from torchwise.run import RunOptions, check_target, run_script, simulates_gpu_by_default
 
     if as_cuda and cpu:
         raise click.UsageError("--as-cuda and --cpu contradict each other: give one")

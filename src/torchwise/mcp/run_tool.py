@@ -63,20 +63,26 @@ def run_script_job(
     gpus: int,
     nproc: int,
     timeout: float,
+    stand_ins: bool,
     progress: Any,
 ) -> RunResult:
     """Run ``script`` under the checks (in the worker, whose working directory is
     ``root``); ``as_cuda`` None: as on a GPU when this machine has none and the
     script would use one."""
-    from torchwise.run import RunOptions, get_check, run_script
-    from torchwise.run.api import check_target, simulates_gpu_by_default
+    from torchwise.run import (
+        RunOptions,
+        check_target,
+        get_check,
+        run_script,
+        simulates_gpu_by_default,
+    )
 
     progress(0, 1, f"running {script.relative_to(root)}")
     if as_cuda is None:
         as_cuda = simulates_gpu_by_default(check_target(script, None))
     options = RunOptions(
         steps=steps, as_cuda=as_cuda, gpus=gpus if as_cuda else 0, nproc=nproc, timeout=timeout,
-        script_output="capture",
+        stand_ins=stand_ins, script_output="capture",
     )  # fmt: skip
     report = run_script(script, args, options=options)
     summary = report.summary()
@@ -148,6 +154,14 @@ def register(server: MCPServer, state: Any) -> None:
         nproc: Annotated[
             int, Field(ge=1, le=4, description="ranks under torch.distributed.run (gloo)")
         ] = 1,
+        stand_ins: Annotated[
+            bool,
+            Field(
+                description="synthetic data for datasets whose files are missing and random "
+                "weights for pretrained downloads that fail, each said in the notes (false: "
+                "the real ones only)"
+            ),
+        ] = True,
     ) -> RunResult:
         """Run a training script of the workspace for a few steps per phase under
         torchwise's checks and return the findings (TWR### codes, file:line, evidence):
@@ -164,6 +178,6 @@ def register(server: MCPServer, state: Any) -> None:
         budget = max(30.0, state.time_limit - MARGIN)
         result: RunResult = await state.run(
             ctx, run_script_job, root, path, list(args), steps, as_cuda, gpus, nproc, budget,
-            what=f"running {script}",
+            stand_ins, what=f"running {script}",
         )  # fmt: skip
         return result

@@ -20,9 +20,19 @@ Public API (nothing here imports torch until a run starts)::
 
 from __future__ import annotations
 
-from torchwise.run.api import run_script
+from torchwise.run.api import check_target, run_script, simulates_gpu_by_default
 from torchwise.run.catalog import Check, all_checks, explain, get_check
 from torchwise.run.options import RunOptions
 from torchwise.run.report import RunReport
 
-__all__ = ["Check", "RunOptions", "RunReport", "all_checks", "explain", "get_check", "run_script"]
+__all__ = [
+    "Check",
+    "RunOptions",
+    "RunReport",
+    "all_checks",
+    "check_target",
+    "explain",
+    "get_check",
+    "run_script",
+    "simulates_gpu_by_default",
+]

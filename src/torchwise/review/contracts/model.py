@@ -134,12 +134,6 @@ class Definition:
     guards: list[Guard] = field(default_factory=list)
     deprecations: list[Deprecation] = field(default_factory=list)
 
-    def signatures_in(self, release: int) -> tuple[Signature, ...] | None:
-        for mask, overloads in self.signatures:
-            if mask >> release & 1:
-                return overloads
-        return None
-
 
 @dataclass
 class Api:

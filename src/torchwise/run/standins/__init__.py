@@ -1,5 +1,6 @@
 """Stand-ins for what a training script needs and this machine lacks: its
-dataset's files, its pretrained weights.
+dataset's files, its pretrained weights (torchvision, torch.hub, timm, and
+Hugging Face models, configurations and tokenizers).
 
 Each stand-in takes over only when the real thing is missing (a dataset
 whose files are not there, a download that fails) and always says so in the
@@ -14,6 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from torchwise.run.session import Session
+from torchwise.run.standins.hf import HubStandIns
 from torchwise.run.standins.hooks import AfterImport
 from torchwise.run.standins.vision import patch_torchvision_datasets
 from torchwise.run.standins.weights import WeightStandIns
@@ -40,6 +42,7 @@ class StandIns:
                 "torchvision.datasets": datasets,
                 "torchvision.models._api": weights.patch_torchvision_models,
                 "timm": weights.patch_timm,
+                **HubStandIns(note, patch).callbacks(),
             }
         )
         session.patches.call_on_undo(hook.install())

@@ -40,8 +40,6 @@ class ImageSet:
     classes: int
     lengths: dict[str, int]  # split -> items; "train"/"test" for ``train=True/False``
     default_split: str = "train"
-    #: Label of the first class (EMNIST "letters" counts from 1).
-    first_label: int = 0
     #: Per split, when the split changes the classes (EMNIST).
     split_classes: dict[str, int] = field(default_factory=dict)
     #: The label container of ``.targets``: "list" (CIFAR), "tensor" (MNIST),

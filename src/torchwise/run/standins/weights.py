@@ -76,7 +76,7 @@ class WeightStandIns:
 
     def stand_in(self, source: str, error: BaseException) -> StandInWeights:
         self.handed_out = True
-        reason = _one_line(error)
+        reason = one_line(error)
         self.note(
             f"stand-in weights: {_short(source)} could not be downloaded ({reason}); the model "
             "keeps its random initialisation (--no-stand-ins to fail instead)"
@@ -147,7 +147,7 @@ def download_failed(error: BaseException) -> bool:
     return cause is not None and cause is not error and download_failed(cause)
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     shown = text[0] if text else ""
     return f"{type(error).__name__}: {shown[:120]}" if shown else type(error).__name__
