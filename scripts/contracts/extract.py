@@ -602,6 +602,22 @@ def _touches_self(call: ast.Call) -> bool:
     return any(isinstance(item, ast.Name) and item.id == "self" for item in arguments)
 
 
+def _may_return(statement: ast.stmt) -> bool:
+    """Whether a loop or ``try`` can leave its function with a ``return``
+    (one of a nested function or class is that one's)."""
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            return True
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            ):
+                pending.append(child)
+    return False
+
+
 def _forget_self(env: Env) -> None:
     for key in [key for key in env.subst if key.startswith("self.")]:
         env.forget(key)
@@ -657,6 +673,10 @@ class _Reading:
                 dotted = _dotted(node)
                 if dotted is not None:
                     env.forget(dotted)
+        if _may_return(statement):
+            # `for hook in hooks: if ...: return` then `raise`: what follows runs
+            # only when the loop (or try) did not return, on a condition unread
+            path.append(None)
         return ""
 
     def _if(self, statement: ast.If, path: list[Expr | None], env: Env) -> str:

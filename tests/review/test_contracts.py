@@ -47,7 +47,7 @@ def _private_op(x): ...
     "pkg/later.py": "x = 1\n",
     "pkg/mod.py": """
 import warnings
-__all__ = ["func", "Klass", "old"]
+__all__ = ["func", "Klass", "old", "remove"]
 def func(a, b=1, *, c=None):
     return a
 class Klass:
@@ -69,6 +69,11 @@ def early(x, flag=False):
         return x
     if x < 0:
         raise ValueError("negative")
+def remove(module, name="weight"):
+    for key, hook in module.hooks.items():
+        if hook.name == name:
+            return module
+    raise ValueError(f"{name} not found in {module}")
 """,
     "pkg/sub.py": """
 from pkg.mod import Klass
@@ -151,6 +156,12 @@ def test_a_check_behind_an_early_return_is_conditional(namespace: Namespace) -> 
     (guard,) = early.guards
     assert holds(guard["when"], {"x": -1, "flag": False})
     assert not holds(guard["when"], {"x": -1, "flag": True})
+
+
+def test_a_raise_after_a_loop_that_may_return_is_not_on_every_call(namespace: Namespace) -> None:
+    reader = Reader(namespace)
+    remove = reader.contract(namespace.resolve("pkg.mod.remove"))  # type: ignore[arg-type]
+    assert not [g for g in remove.guards if g["when"] == ["const", True]]
 
 
 def test_a_warning_on_every_call_is_a_deprecation(namespace: Namespace) -> None:

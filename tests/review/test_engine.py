@@ -157,3 +157,13 @@ def test_direct_effects_asks_only_the_predicates_a_call_can_satisfy() -> None:
             assert direct_effects(call) == asked_all, (path.name, call.node.lineno)
             calls += 1
     assert calls > 500
+
+
+def test_remote_code_at_a_pinned_revision_is_a_hint() -> None:
+    source = (
+        "from transformers import AutoModel\n"
+        "a = AutoModel.from_pretrained('x/y', trust_remote_code=True)\n"
+        "b = AutoModel.from_pretrained('x/y', trust_remote_code=True, revision='4f2a9c1')\n"
+    )
+    found = review_source(source, "train.py", ReviewSettings(select=("TW304",)))
+    assert [(f.line, f.severity.value) for f in found] == [(2, "warning"), (3, "info")]

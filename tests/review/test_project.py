@@ -937,3 +937,33 @@ def test_a_range_older_than_the_tables_still_knows_the_optimizers_default(
     assert not found(project(tmp_path / "same", files), select=("TW145",))
     files["train.py"] = files["train.py"].replace("1e-3", "3e-4")
     assert ("train.py", 6, "TW145") in found(project(tmp_path / "other", files), select=("TW145",))
+
+
+def test_a_device_set_by_a_helper_in_another_file_is_each_ranks_own(tmp_path: Path) -> None:
+    train = """\
+        import os
+
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from dist_helper import setup
+
+        def main(model):
+            {setup}
+            local_rank = int(os.environ["LOCAL_RANK"])
+            model.cuda()
+            return DDP(model, device_ids=[local_rank])
+        """
+    helper = """\
+        import os
+
+        import torch
+        import torch.distributed as dist
+
+        def setup():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            dist.init_process_group("nccl")
+        """
+    files = {"train.py": train.replace("{setup}", "setup()"), "dist_helper.py": helper}
+    assert not found(project(tmp_path / "set", files), select=("TW803",))
+    files["train.py"] = train.replace("{setup}", "pass")
+    assert ("train.py", 11, "TW803") in found(project(tmp_path / "unset", files), select=("TW803",))

@@ -52,6 +52,8 @@ _RANDOM_DRAW = re.compile(
     r"random\.(random|randint|randrange|choice|choices|shuffle|sample|uniform|gauss|"
     r"normalvariate|betavariate|expovariate|triangular)$"
 )
+#: Chooses the process's current CUDA device (``torch.cuda.set_device``).
+SETS_CUDA_DEVICE = "sets_cuda_device"
 #: Starts the default process group (``torch.distributed.init_process_group``).
 INITS_PROCESS_GROUP = "inits_process_group"
 #: Needs the default process group: a collective, or ``get_rank()``/
@@ -283,6 +285,10 @@ def needs_process_group(call: F.CallEvent) -> bool:
     return call.qualname in PROCESS_GROUP_CALLS
 
 
+def sets_cuda_device(call: F.CallEvent) -> bool:
+    return (call.qualname or "").endswith("cuda.set_device")
+
+
 PREDICATES = {
     BACKWARD: is_tensor_backward,
     STEP: is_optimizer_step,
@@ -299,6 +305,7 @@ PREDICATES = {
     BUILDS_OPTIMIZER: builds_optimizer,
     INITS_PROCESS_GROUP: inits_process_group,
     NEEDS_PROCESS_GROUP: needs_process_group,
+    SETS_CUDA_DEVICE: sets_cuda_device,
     DRAWS_NUMPY: draws_numpy,
     DRAWS_RANDOM: draws_random,
     SEEDS_NUMPY: seeds_numpy,
@@ -317,6 +324,7 @@ _METHOD_EFFECTS = {
     "zero_grad": frozenset({ZERO_GRAD}),
     "eval": frozenset({EVAL}),
     "train": frozenset({EVAL, TRAIN}),
+    "set_device": frozenset({SETS_CUDA_DEVICE}),
 }
 _ANY_CALL_EFFECTS = frozenset(
     {

@@ -497,9 +497,9 @@ class TensorReader:
         given = args[0] if args else None
         keepdim = False
         for item in call.keywords:
-            if item.arg == "dim":
+            if item.arg in ("dim", "axis"):  # torch takes numpy's spellings too
                 given = item.value
-            elif item.arg == "keepdim":
+            elif item.arg in ("keepdim", "keepdims"):
                 keepdim = isinstance(item.value, ast.Constant) and item.value.value is True
         if len(args) > 1 and isinstance(args[1], ast.Constant) and args[1].value is True:
             keepdim = True

@@ -531,6 +531,8 @@ class ValueReader(TensorReader):
             info = self.tensor_method(
                 call, receiver.tensor or T.NOTHING, method, self.dotted(func.value)
             )
+            if info is not None and info.dims == () and not _surely_tensor(receiver):
+                info = info.but(dims=None)  # `dist.mode()`: not torch's full reduction
             if method in {"softmax", "sigmoid", "log_softmax"}:
                 return self._activated(call, method, func.value)
             if method in {"detach", "detach_"}:
@@ -803,6 +805,20 @@ def _with_tensor(value: Value | None, info: TensorInfo | None) -> Value | None:
 
 #: A layer whose output has one feature: ``nn.Linear(k, 1)`` (a score or a regression).
 ONE_OUTPUT = "one-output"
+
+
+def _surely_tensor(value: Value) -> bool:
+    """Whether a value is a tensor for sure, so that its methods are torch's:
+    a loss, a tensor, or the output of one of torch's own layers. The output
+    of a model of the project's may be a distribution (``.mode()``,
+    ``.mean()`` are its own), a tuple or a ``ModelOutput``."""
+    if value.kind != F.OUTPUT:
+        return True
+    return (value.origin or "").startswith("torch.nn.") or (
+        value.tensor is not None and value.tensor.dims is not None
+    )
+
+
 #: Layers that keep their input's shape (an activation after the last Linear).
 SHAPE_KEEPING_LAYERS = frozenset(
     f"torch.nn.{name}"

@@ -23,8 +23,10 @@ class TrustRemoteCode(Rule):
     ## Why is this bad?
     `trust_remote_code=True` downloads Python files from the model or dataset
     repository and imports them: whoever controls the repository (or a later
-    commit to it) runs code on your machine. Pin a reviewed `revision=` and
-    prefer architectures your installed library already implements.
+    commit to it) runs code on your machine. Without `revision=`, every run
+    takes the repository's newest code: a warning. With a pinned `revision=`
+    (a commit you reviewed) it is a hint: the code is that commit's. Prefer
+    architectures your installed library already implements.
 
     ## Example
     ```python
@@ -45,9 +47,28 @@ class TrustRemoteCode(Rule):
     name = "trust-remote-code"
     family = "security"
     severity = Severity.WARNING
-    message = "`trust_remote_code=True` imports and runs code downloaded from the repository"
+    message = (
+        "`trust_remote_code=True` without a pinned `revision=` imports and runs whatever code "
+        "the repository holds when this runs"
+    )
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         item = keyword(node, "trust_remote_code")
-        if item is not None and is_true(item.value) and not in_test_code(ctx):
-            ctx.report(self, item)  # tests of remote-code loading use pinned test repositories
+        if item is None or not is_true(item.value) or in_test_code(ctx):
+            return  # tests of remote-code loading use pinned test repositories
+        revision = keyword(node, "revision") or keyword(node, "code_revision")
+        if revision is not None and not _none(revision.value):
+            ctx.report(
+                self,
+                item,
+                message="`trust_remote_code=True` runs the repository's code at the pinned "
+                "revision `{revision}`: review that commit's code",
+                severity=Severity.INFO,
+                revision=ctx.text(revision.value),
+            )
+            return
+        ctx.report(self, item)
+
+
+def _none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None

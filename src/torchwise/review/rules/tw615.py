@@ -101,7 +101,7 @@ class BestCheckpointChosenOnTestSplit(Rule):
         if any(_VALIDATION_NAME.search(text) for text in texts):
             return
         for loader, text in zip(loaders, texts, strict=True):
-            line = _test_split(loader, text, scope, ctx)
+            line = _test_split(loader, text, scope, assigned.lineno, ctx)
             if line is not None:
                 ctx.report(self, node, score=score, loader=text, loader_line=str(line))
                 return
@@ -167,13 +167,29 @@ def _last_assignment(scope: ast.AST, name: str, before: int) -> ast.Assign | Non
     return found
 
 
-def _test_split(loader: ast.expr, text: str, scope: ast.AST, ctx: Context) -> int | None:
-    """The line that builds ``loader`` from the test split, or names it so."""
-    module = ctx.module.node
+def _module_level(module: ast.Module) -> ast.Module:
+    """The module's own statements, without the bodies of its functions and
+    classes (whose names are theirs)."""
+    return ast.Module(
+        body=[
+            statement
+            for statement in module.body
+            if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ],
+        type_ignores=[],
+    )
+
+
+def _test_split(loader: ast.expr, text: str, scope: ast.AST, used: int, ctx: Context) -> int | None:
+    """The line that builds ``loader`` from the test split, or names it so: in
+    the scope, the assignment that reaches its use on line ``used`` (a later
+    ``logits = log(test_embs)`` is another value); in the module, any."""
+    module = _module_level(ctx.module.node)
     for where in (scope, module):
         if not isinstance(loader, ast.Name):
             break
-        assigned = _last_assignment(where, loader.id, 10**9)
+        before = used if where is scope else 10**9
+        assigned = _last_assignment(where, loader.id, before)
         if assigned is None or not isinstance(assigned.value, ast.Call):
             continue
         call = assigned.value

@@ -9,6 +9,7 @@ import ast
 import re
 
 from torchwise.findings import Severity
+from torchwise.review.engine import effects as E
 from torchwise.review.engine.context import Context
 from torchwise.review.engine.dispatch import subtree
 from torchwise.review.engine.syntax import keyword
@@ -244,6 +245,10 @@ def _set_device(
     ``CUDA_VISIBLE_DEVICES``, under which cuda:0 is each rank's own GPU)."""
     if "CUDA_VISIBLE_DEVICES" in ctx.source or "cuda.device(" in ctx.source:
         return "(chosen per rank)"
+    calls = ctx.function.calls if ctx.function is not None else ctx.module.calls
+    for call in calls:  # the calls made so far: a helper that sets it (`setup_distributed()`)
+        if call.target is not None and E.SETS_CUDA_DEVICE in ctx.project.effects(call.target):
+            return "(by a function called before)"
     for item in subtree(scope):
         if (
             isinstance(item, ast.Call)

@@ -135,9 +135,10 @@ class DeviceMonitor:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
         count = session.options.gpus or max(session.world, 1)
-        self.cuda = SimulatedCuda(session.patches, count, rank)
+        # Every process starts on cuda:0, whatever its rank, as on a GPU node:
+        # `.cuda()` before `set_device(local_rank)` puts every rank's model there.
+        self.cuda = SimulatedCuda(session.patches, count, 0)
         self.mode = _SimulatedDevices(self)
         self.determinism = DeterminismJudge(session)
         #: creation line -> the steps at which a tensor made there moved to the GPU
