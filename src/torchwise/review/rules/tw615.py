@@ -167,13 +167,14 @@ def _last_assignment(scope: ast.AST, name: str, before: int) -> ast.Assign | Non
     return found
 
 
-def _module_level(module: ast.Module) -> ast.Module:
+def _module_level(module: ast.AST) -> ast.Module:
     """The module's own statements, without the bodies of its functions and
     classes (whose names are theirs)."""
+    body = module.body if isinstance(module, ast.Module) else []
     return ast.Module(
         body=[
             statement
-            for statement in module.body
+            for statement in body
             if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         ],
         type_ignores=[],
