@@ -186,7 +186,8 @@ def _test_split(loader: ast.expr, text: str, scope: ast.AST, used: int, ctx: Con
     the scope, the assignment that reaches its use on line ``used`` (a later
     ``logits = log(test_embs)`` is another value); in the module, any."""
     module = _module_level(ctx.module.node)
-    for where in (scope, module):
+    places = (scope,) if scope is ctx.module.node else (scope, module)
+    for where in places:
         if not isinstance(loader, ast.Name):
             break
         before = used if where is scope else 10**9
