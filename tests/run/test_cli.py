@@ -110,3 +110,65 @@ def test_bad_input_is_one_line_and_exit_2(
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_terminated_run_takes_the_running_script_with_it(tmp_path: Path) -> None:
+    """``timeout 900 torchwise run ...`` sends SIGTERM: the script, in a session of
+    its own, must not run on orphaned."""
+    import os
+    import signal
+    import time
+
+    marker = tmp_path / "pid"
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import os, time\n"
+        f"open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "torchwise", "run", str(script), "--cpu", "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(1200):  # the script has started (bounded: a broken run fails here)
+            if marker.exists() and marker.read_text():
+                break
+            time.sleep(0.1)
+        child = int(marker.read_text())
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=120)
+        for _ in range(600):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("the script kept running after torchwise run was terminated")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_script_that_does_not_parse_is_reported_at_pythons_place_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchwise.run import run_script
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n\nprint 'epoch', 1\n")
+    (finding,) = run_script(script).findings
+    assert (finding.code, finding.line, Path(finding.path).name) == ("TWR001", 3, "train.py")
+    assert "does not parse: SyntaxError" in finding.message
+    package = tmp_path / "graphsage"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("def f():\n    print 'loss'\n")
+    monkeypatch.chdir(tmp_path)  # python -m looks in the working directory first
+    (finding,) = run_script(None, module="graphsage.model").findings
+    assert (finding.line, Path(finding.path).name) == (2, "model.py")

@@ -313,3 +313,48 @@ def test_next_on_an_endless_loader_the_budget_ended_is_the_budget(run: Run) -> N
 def test_a_stop_iteration_of_the_scripts_own_is_still_a_crash(run: Run) -> None:
     result = run("first = next(iter([]))\n")
     assert codes(result) == ["TWR001"]
+
+
+def test_a_sampling_loop_after_the_training_steps_is_stopped(run: Any) -> None:
+    result = run(
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        model = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=4)
+        for (x,) in loader:
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+        sample = torch.randn(1, 4)
+        with torch.no_grad():
+            for t in range(100_000):  # a denoising loop: no DataLoader, no backward
+                sample = model(sample)
+        print("SAMPLED")
+        """,
+        steps=3,
+    )
+    assert "a sampling or generation loop" in result["stopped_by"]
+    assert result["steps"] == 3
+
+
+def test_rollouts_before_the_first_update_are_not_cut(run: Any) -> None:
+    result = run(
+        """
+        import torch
+
+        policy = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(policy.parameters())
+        for update in range(4):
+            with torch.no_grad():
+                for step in range(300):  # a rollout: many calls, no backward
+                    policy(torch.randn(1, 4))
+            optimizer.zero_grad()
+            policy(torch.randn(8, 4)).sum().backward()
+            optimizer.step()
+        """,
+        steps=5,
+    )
+    assert result["steps"] == 4 and result["stopped_by"] in ("", None)

@@ -24,8 +24,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,10 +248,15 @@ def simulates_gpu_by_default(target: Target) -> bool:
 
 def _syntax_error(target: Target) -> Finding | None:
     """The script's syntax error, found by compiling it as Python would, before
-    anything runs; None when it compiles (or is a module: Python finds it)."""
-    if target.script is None:
+    anything runs; None when it compiles. A module (``-m``) is looked for where
+    ``python -m`` looks first, the working directory, without importing its
+    packages (a module found elsewhere is Python's to report)."""
+    if target.script is not None:
+        path: Path | None = Path(target.script)
+    else:
+        path = _module_file(Path.cwd(), target.module or "")
+    if path is None:
         return None
-    path = Path(target.script)
     try:
         source = path.read_bytes()
         compile(source, str(path), "exec", dont_inherit=True)
@@ -344,6 +350,32 @@ def _launch(
         text=True,
         **streams,
     )
+    with _terminated_as_exception():
+        return _wait(process, options)
+
+
+@contextlib.contextmanager
+def _terminated_as_exception() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``SystemExit`` while the child runs (in the main
+    thread), so the child's process group, in a session of its own, is killed
+    with this process instead of running on orphaned (``timeout 900 torchwise
+    run ...`` sends SIGTERM, which by default ends Python without cleanup)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    saved = {signum: signal.signal(signum, terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _wait(process: subprocess.Popen[str], options: RunOptions) -> tuple[str, str]:
     try:
         output, _ = process.communicate(timeout=options.timeout)
         return output or "", ""

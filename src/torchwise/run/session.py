@@ -29,6 +29,10 @@ _MISSING = object()
 ACCUMULATION_CAP = 64
 #: short passes allowed over a loader's data after its training epochs
 EXTRA_PASSES = 2
+#: Model calls outside any DataLoader pass, with no backward between them, that a run
+#: allows once it has made a training pass's worth of steps: a sampling or generation
+#: loop (a diffusion model's hundreds of denoising calls) is then stopped.
+LOOSE_CALLS = 100
 
 
 class StopRun(BaseException):
@@ -117,6 +121,7 @@ class Session:
         self.backwards = 0
         self.steps = 0
         self.loose_steps = 0  # steps made outside any DataLoader pass
+        self.calls_without_backward = 0  # root model calls outside passes since a backward
         self.optimizer_steps: dict[int, int] = {}
         #: the user's line of the backward running now (hooks during it report it)
         self.backward_site: Site | None = None
@@ -183,7 +188,21 @@ class Session:
         self.emit("pass_end", ended)
 
     # steps -----------------------------------------------------------------------
+    def record_root_call(self) -> None:
+        """A call of a model (not of one of its layers): outside any pass, once the
+        run has made a training pass's worth of steps, a long run of them with no
+        backward is a sampling loop, and the run stops there."""
+        if self.current_pass() is not None or self.steps < self.options.steps:
+            return
+        self.calls_without_backward += 1
+        if self.calls_without_backward > LOOSE_CALLS:
+            self.stop(
+                f"{LOOSE_CALLS} model calls with no backward and no DataLoader after "
+                f"{self.steps} optimizer steps (a sampling or generation loop)"
+            )
+
     def record_backward(self, site: Site | None) -> None:
+        self.calls_without_backward = 0
         self.backwards += 1
         self.backward_site = site
         running = self.current_pass()
@@ -208,7 +227,7 @@ class Session:
         if count > self.loose_steps:
             self.loose_steps = count
             if count >= self.options.steps * self.options.epochs:
-                self.stop(f"{count} optimizer steps outside a DataLoader")
+                self.stop(f"{count} steps of one optimizer outside a DataLoader")
 
     def stop(self, reason: str) -> None:
         self.stopped_by = reason

@@ -136,6 +136,7 @@ class ModuleMonitor:
         self.depth += 1
         key = id(module)
         if self.depth == 1:
+            self.session.record_root_call()
             self._root_call(module, args)
         elif key not in self.runs:
             self.runs[key] = ModuleRun(user_site(), torch.is_grad_enabled(), len(self.runs))
