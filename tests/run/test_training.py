@@ -358,3 +358,245 @@ def test_rollouts_before_the_first_update_are_not_cut(run: Any) -> None:
         steps=5,
     )
     assert result["steps"] == 4 and result["stopped_by"] in ("", None)
+
+
+def _found(result: dict[str, Any], code: str) -> list[tuple[str, int]]:
+    return [(f["severity"], f["line"]) for f in result["findings"] if f["code"] == code]
+
+
+CLEARED = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+optimizer = torch.optim.{optimizer}(model.parameters(), lr=0.1)
+for step in range(4):
+    loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+    loss.backward()
+    {clear}
+    optimizer.step()
+"""
+
+
+def test_gradients_cleared_between_backward_and_step_are_an_error(run: Run) -> None:
+    for optimizer, clear in [
+        ("SGD", "optimizer.zero_grad()"),
+        ("Adam", "model.zero_grad(set_to_none=False)"),
+    ]:
+        result = run(CLEARED.format(optimizer=optimizer, clear=clear))
+        assert _found(result, "TWR112") == [("error", 11)], (optimizer, codes(result))
+
+
+def test_zero_grad_before_backward_or_after_step_is_clean(run: Run) -> None:
+    result = run(
+        CLEARED.format(optimizer="SGD", clear="pass").replace(
+            "    loss.backward()\n", "    optimizer.zero_grad()\n    loss.backward()\n"
+        )
+    )
+    assert codes(result, serious=True) == []
+    closure = run(
+        """
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        optimizer = torch.optim.LBFGS(model.parameters(), max_iter=3)
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        def closure():
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        for step in range(3):
+            optimizer.step(closure)
+        """
+    )
+    assert "TWR112" not in codes(closure)
+
+
+def test_a_discriminator_zeroed_between_the_generators_backward_and_step_is_clean(
+    run: Run,
+) -> None:
+    zeroed = GAN.replace("    loss_g.backward()\n", "    loss_g.backward()\n    D.zero_grad()\n")
+    result = run(zeroed)
+    assert "TWR112" not in codes(result)
+
+
+DQN = """
+import copy
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+policy = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+target = copy.deepcopy(policy)
+optimizer = torch.optim.Adam({optimized}.parameters(), lr=1e-3)
+for step in range(5):
+    state, next_state = torch.randn(8, 4), torch.randn(8, 4)
+    q = policy(state).max(1).values
+    with torch.no_grad():
+        expected = 0.99 * target(next_state).max(1).values + 1.0
+    loss = nn.functional.smooth_l1_loss(q, expected)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_an_optimizer_built_on_the_wrong_network_is_an_error(run: Run) -> None:
+    wrong = run(DQN.format(optimized="target"))
+    assert [s for s, _ in _found(wrong, "TWR103")] == ["error"]
+    right = run(DQN.format(optimized="policy"))
+    assert codes(right, serious=True) == []
+
+
+PROBABILITIES = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3){head})
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+criterion = nn.{loss}()
+for step in range(3):
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    loss = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_probabilities_fed_to_a_loss_that_normalises_are_an_error(run: Run) -> None:
+    for head, loss in [
+        (", nn.Softmax(dim=1)", "CrossEntropyLoss"),
+        ("", "NLLLoss"),  # raw scores where log-probabilities belong
+        (", nn.Softmax(dim=1)", "NLLLoss"),
+    ]:
+        result = run(PROBABILITIES.format(head=head, loss=loss))
+        assert [s for s, _ in _found(result, "TWR306")] == ["error"], (head, loss, codes(result))
+
+
+def test_scores_and_log_probabilities_where_they_belong_are_clean(run: Run) -> None:
+    for head, loss in [
+        ("", "CrossEntropyLoss"),
+        (", nn.LogSoftmax(dim=1)", "NLLLoss"),
+        # log_softmax is idempotent: cross entropy of log-probabilities is the same loss
+        (", nn.LogSoftmax(dim=1)", "CrossEntropyLoss"),
+    ]:
+        result = run(PROBABILITIES.format(head=head, loss=loss))
+        assert "TWR306" not in codes(result), (head, loss)
+
+
+def test_a_sigmoid_before_a_loss_with_logits_is_an_error(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(4, 1){head})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8, 1)).float()
+        loss = nn.functional.binary_cross_entropy_with_logits(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert [s for s, _ in _found(run(source.format(head=", nn.Sigmoid()")), "TWR306")] == ["error"]
+    assert "TWR306" not in codes(run(source.format(head="")))
+
+
+ACCUMULATION = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+loader = DataLoader(data, batch_size=4, shuffle=True)
+accumulate = 4
+for i, (x, y) in enumerate(loader):
+    loss = nn.functional.cross_entropy(model(x), y){scale}
+    loss.backward()
+    if (i + 1) % accumulate == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_accumulation_without_averaging_is_a_warning(run: Run) -> None:
+    result = run(ACCUMULATION.format(scale=""))
+    assert _found(result, "TWR113") == [("warning", 14)], codes(result)
+    assert "TWR113" not in codes(run(ACCUMULATION.format(scale=" / accumulate")))
+
+
+def test_two_losses_of_one_batch_backpropagated_apart_are_no_accumulation(run: Run) -> None:
+    result = run(
+        """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        D = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(D.parameters(), lr=0.1)
+        bce = nn.BCEWithLogitsLoss()
+        loader = DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=4, shuffle=True)
+        for (real,) in loader:
+            optimizer.zero_grad()
+            bce(D(real), torch.ones(4, 1)).backward()
+            bce(D(torch.randn(4, 4)), torch.zeros(4, 1)).backward()
+            optimizer.step()
+        """
+    )
+    assert codes(result, serious=True) == []
+
+
+SYNCED = """
+import copy
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+policy = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+target = copy.deepcopy(policy)
+target.load_state_dict(policy.state_dict())
+optimizer = torch.optim.Adam({optimized}.parameters(), lr=1e-3)
+for step in range(6):
+    state, next_state = torch.randn(8, 4), torch.randn(8, 4)
+    q = policy(state).max(1).values
+    expected = 0.99 * target(next_state).max(1).values + 1.0  # no no_grad: both get gradients
+    loss = nn.functional.smooth_l1_loss(q, expected)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 2 == 1:
+        {sync}
+"""
+
+
+def test_a_trained_network_overwritten_by_an_unchanged_one_is_an_error(run: Run) -> None:
+    reversed_sync = run(
+        SYNCED.format(optimized="policy", sync="policy.load_state_dict(target.state_dict())")
+    )
+    assert _found(reversed_sync, "TWR114") == [("error", 20)], codes(reversed_sync)
+    target_optimized = run(
+        SYNCED.format(optimized="target", sync="target.load_state_dict(policy.state_dict())")
+    )
+    assert _found(target_optimized, "TWR114") == [("error", 20)], codes(target_optimized)
+
+
+def test_a_target_network_synced_from_the_trained_one_is_clean(run: Run) -> None:
+    result = run(
+        SYNCED.format(optimized="policy", sync="target.load_state_dict(policy.state_dict())")
+    )
+    assert "TWR114" not in codes(result)
+    restored = run(
+        SYNCED.format(optimized="policy", sync="policy.load_state_dict(best)").replace(
+            "optimizer.step()\n",
+            "optimizer.step()\n    best = copy.deepcopy(policy.state_dict())\n",
+        )
+    )
+    assert "TWR114" not in codes(restored)

@@ -288,3 +288,63 @@ class SameBatchEveryStep:
         optimizer.step()
     ```
     """
+
+
+@check("TWR306", "loss-given-probabilities", Severity.ERROR)
+class LossGivenProbabilities:
+    """A loss that normalises its input gets probabilities, or `nll_loss` gets raw scores.
+
+    ## What it does
+    Reads the input of the classification losses when they run:
+    - `cross_entropy` (and `nn.CrossEntropyLoss`) given probabilities: every
+      value in `[0, 1]` and every row summing to 1 over the class dimension
+      (a softmax already applied);
+    - `nll_loss` (and `nn.NLLLoss`) given anything but log-probabilities: a
+      value above 0 (raw scores, or probabilities);
+    - `binary_cross_entropy_with_logits` given the output of a sigmoid.
+
+    Cross entropy of log-probabilities is not reported: `log_softmax` of a
+    `log_softmax` is the same tensor, so the loss and its gradients are those
+    of the logits.
+
+    ## Why is this bad?
+    `cross_entropy` applies `log_softmax` itself: over probabilities it
+    squashes every output into a narrow band, its gradients shrink, and the
+    model learns slowly or stalls at a high loss. `nll_loss` only picks
+    `-input[target]`: over raw scores the loss has no lower bound and
+    training pushes one score to infinity; over probabilities it is not the
+    log-likelihood. A sigmoid before `..._with_logits` applies the sigmoid
+    twice: predictions never leave `[0.5, 0.73]`.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 3)  # logits; softmax only to read probabilities
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+    """

@@ -146,7 +146,10 @@ class ParameterNotOptimized:
     gradients but belong to no optimizer that stepped. It is an error when the
     optimizer holds parameters the model no longer has: a layer was replaced
     after the optimizer was built, so the optimizer updates the old layer and
-    the new one never changes. It is a warning when only some parameters of a
+    the new one never changes. It is an error too when none of the parameters the
+    optimizers hold ever gets a gradient while the model's do: the optimizer was
+    built on another network (a DQN's target network instead of its policy
+    network), so nothing that trains is ever updated. It is a warning when only some parameters of a
     layer are optimized, or when the layer runs after optimized layers (a head
     or decoder left out); a hint when whole leading layers are left out (a
     backbone meant to stay frozen: give it `requires_grad_(False)` to skip
@@ -622,5 +625,178 @@ class FrozenBatchNormUpdates:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    ```
+    """
+
+
+@check("TWR112", "gradients-cleared-before-step", Severity.ERROR)
+class GradientsClearedBeforeStep:
+    """`zero_grad()` runs between `backward()` and `step()`: every step applies nothing.
+
+    ## What it does
+    Watches `zero_grad` (of an optimizer or a module) and each parameter's
+    gradient. It reports the `zero_grad` call that clears the gradients a
+    backward has just computed, when the optimizer's next step then finds every
+    one of them cleared (None or zeros, with no backward in between). A
+    discriminator zeroed between the generator's backward and the generator's
+    step is not reported: the step that follows is not the discriminator's.
+
+    ## Why is this bad?
+    The step sees no gradient. With `set_to_none=True` (the default since torch
+    2.0) optimizers skip the parameters entirely; with zeros, SGD applies only
+    weight decay and momentum. The loss is computed and printed at every step,
+    and the model never learns from it.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+    """
+
+
+@check("TWR113", "accumulation-not-averaged", Severity.WARNING)
+class AccumulationNotAveraged:
+    """Gradients of several batches are accumulated into one step without dividing the loss.
+
+    ## What it does
+    Reports an optimizer step that follows backwards over two or more batches
+    of the same DataLoader pass, when none of those losses was divided or
+    scaled before its backward (the loss's last operation is the loss function
+    or a sum, not a division or a multiplication). Several losses of one batch
+    backpropagated apart (a GAN discriminator's real and fake halves) are not
+    accumulation, and are not reported; nor is a loss scaled by a
+    `GradScaler`, whose multiplication hides whether it was also divided.
+
+    ## Why is this bad?
+    The step applies the sum of the batches' gradients: with `k` batches per
+    step the effective learning rate is `k` times the one configured, and
+    changing the accumulation count changes the optimisation, not only the
+    memory. Divide each loss by the number of batches accumulated.
+
+    ## Example
+    ```python
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    accumulate = 4
+    for i, (x, y) in enumerate(DataLoader(data, batch_size=4, shuffle=True)):
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if (i + 1) % accumulate == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    accumulate = 4
+    for i, (x, y) in enumerate(DataLoader(data, batch_size=4, shuffle=True)):
+        loss = nn.functional.cross_entropy(model(x), y) / accumulate
+        loss.backward()
+        if (i + 1) % accumulate == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+    """
+
+
+@check("TWR114", "trained-network-overwritten", Severity.ERROR)
+class TrainedNetworkOverwritten:
+    """A network the optimizer trains is overwritten with the weights of one that never changes.
+
+    ## What it does
+    Watches `load_state_dict` once training has begun. It reports a call
+    that loads into a network an optimizer has stepped the live weights of
+    another network whose weights have not changed since the first step: no
+    optimizer updates it, nothing copied into it, no in-place update. That is
+    a DQN's target network synced the wrong way
+    (`policy.load_state_dict(target.state_dict())`), or the optimizer built on
+    the target network, which the sync then resets from a policy network that
+    never trains. Syncing a target network from the trained one, and
+    restoring a saved copy of the weights, are not reported.
+
+    ## Why is this bad?
+    Every sync throws the optimizer's progress away and puts back the same
+    unchanged weights: the loss moves between syncs and training never gets
+    anywhere, with no error.
+
+    ## Example
+    ```python
+    import copy
+    import torch
+    from torch import nn
+
+    policy = nn.Linear(4, 2)
+    target = copy.deepcopy(policy)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    for step in range(6):
+        state, next_state = torch.randn(8, 4), torch.randn(8, 4)
+        q = policy(state).max(1).values
+        with torch.no_grad():
+            expected = 0.99 * target(next_state).max(1).values + 1.0
+        loss = nn.functional.smooth_l1_loss(q, expected)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 2 == 1:
+            policy.load_state_dict(target.state_dict())
+    ```
+
+    ## Use instead
+    ```python
+    import copy
+    import torch
+    from torch import nn
+
+    policy = nn.Linear(4, 2)
+    target = copy.deepcopy(policy)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    for step in range(6):
+        state, next_state = torch.randn(8, 4), torch.randn(8, 4)
+        q = policy(state).max(1).values
+        with torch.no_grad():
+            expected = 0.99 * target(next_state).max(1).values + 1.0
+        loss = nn.functional.smooth_l1_loss(q, expected)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 2 == 1:
+            target.load_state_dict(policy.state_dict())
     ```
     """

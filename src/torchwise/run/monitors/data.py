@@ -1,12 +1,16 @@
-"""What the data and the loss do (TWR301, TWR302, TWR303, TWR304, TWR305).
+"""What the data and the loss do (TWR301-TWR306).
 
 - TWR302 and TWR303 wrap the functional losses (which the ``nn.*Loss`` modules
   call): a regression loss whose input and target broadcast to a larger shape
   (``(N, 1)`` against ``(N,)`` gives ``(N, N)``), class indices outside
   ``[0, C)``, binary targets outside ``[0, 1]``; TWR305, ``cross_entropy`` over an
-  output with one class (its loss is 0 whatever it gets). A hand-written loss is checked
-  from its autograd graph: an elementwise node that turns the model's ``(N, 1)``
-  or ``(N,)`` output into ``(N, N)`` against a target that needs no gradient.
+  output with one class (its loss is 0 whatever it gets); TWR306, a loss's input
+  already normalised where the loss normalises it (probabilities into
+  ``cross_entropy``, rows summing to 1) or not normalised where it must be (a value
+  above 0 into ``nll_loss``, a sigmoid's output into ``..._with_logits``). A
+  hand-written loss is checked from its autograd graph: an elementwise node that
+  turns the model's ``(N, 1)`` or ``(N,)`` output into ``(N, N)`` against a target
+  that needs no gradient.
 - TWR301 and TWR304 judge the DataLoader passes at the end: a training loader
   whose order is the same in every epoch (no shuffle, a ``DistributedSampler``
   without ``set_epoch``), and training batches that are all the same batch (or,
@@ -33,6 +37,10 @@ INDEX_LOSSES = ("cross_entropy", "nll_loss")
 BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 #: loss calls checked (each check reads the target's range: a device sync)
 CHECKED_CALLS = 64
+#: how far a row of probabilities may sum from 1 (float32 softmax rounding, half precision)
+ROW_SUM_TOLERANCE = 1e-2
+#: how far above 0 a log-probability may round (log of p + eps)
+LOG_PROBABILITY_TOLERANCE = 1e-4
 #: backwards whose loss graph is searched for a silent broadcast
 GRAPH_CHECKS = 3
 ELEMENTWISE = ("SubBackward0", "SubBackward1", "AddBackward0", "MulBackward0", "DivBackward0",
@@ -87,9 +95,61 @@ class DataMonitor:
         if name in BROADCAST_LOSSES:
             self._broadcast(name, output, target)
         elif name in INDEX_LOSSES:
+            self._normalised_input(name, output)
             self._class_range(name, output, target, arguments.get("ignore_index", -100))
         else:
+            if name == "binary_cross_entropy_with_logits":
+                self._sigmoid_into_logits_loss(name, output)
             self._binary_range(name, target)
+
+    def _normalised_input(self, name: str, output: torch.Tensor) -> None:
+        """TWR306: probabilities into ``cross_entropy``; anything but log-probabilities
+        into ``nll_loss``. Cross entropy of log-probabilities is the logits' own loss
+        (``log_softmax`` is idempotent) and is left alone."""
+        if not output.is_floating_point() or output.dim() == 0 or output.numel() == 0:
+            return
+        dim = 1 if output.dim() >= 2 else 0
+        if output.shape[dim] < 2:
+            return  # one class: TWR305's
+        values = output.detach().float()
+        probabilities = bool(values.min() >= 0) and bool(
+            ((values.sum(dim) - 1).abs() <= ROW_SUM_TOLERANCE).all()
+        )
+        if name == "cross_entropy" and probabilities:
+            message = (
+                "cross_entropy gets probabilities (every row sums to 1): it applies "
+                "log_softmax itself, so the softmax runs twice and the gradients shrink; "
+                "pass the logits"
+            )
+        elif name == "nll_loss" and float(values.max()) > LOG_PROBABILITY_TOLERANCE:
+            what = "probabilities (every row sums to 1)" if probabilities else "raw scores"
+            message = (
+                f"nll_loss gets {what}, not log-probabilities (a value of "
+                f"{float(values.max()):.3g} > 0): it only negates input[target], so the loss "
+                "is not the log-likelihood"
+                + ("" if probabilities else " and has no lower bound")
+                + "; apply log_softmax first, or use cross_entropy on the logits"
+            )
+        else:
+            return
+        self.session.report(
+            "TWR306",
+            user_site(),
+            message,
+            evidence={"input": tuple(output.shape), "class dim": dim},
+        )
+
+    def _sigmoid_into_logits_loss(self, name: str, output: torch.Tensor) -> None:
+        node = output.grad_fn
+        if node is None or node.name() != "SigmoidBackward0":
+            return
+        self.session.report(
+            "TWR306",
+            user_site(),
+            f"{name} gets the output of a sigmoid: it applies the sigmoid itself, so it "
+            "runs twice and predictions never leave [0.5, 0.73]; pass the logits",
+            evidence={"input computed by": node.name()},
+        )
 
     def _broadcast(self, name: str, output: torch.Tensor, target: torch.Tensor) -> None:
         if output.shape == target.shape:

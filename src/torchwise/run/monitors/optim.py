@@ -1,4 +1,4 @@
-"""Optimizer steps and the gradients they use (TWR101, TWR102, TWR103, TWR104).
+"""Optimizer steps and the gradients they use (TWR101-TWR104, TWR112-TWR114).
 
 Every optimizer step goes through torch's global step hooks. At each step the
 monitor notes, for every parameter, which gradient tensor the step consumed
@@ -12,10 +12,25 @@ never adds to a consumed gradient, and a GAN's generator backward that adds to
 the discriminator's consumed gradients is harmless as long as the discriminator
 zeroes them before its own next step, which is the only time it counts.
 
+The same hooks say which gradients a backward computed since the last step;
+``zero_grad`` (of an optimizer or a module) marks those it clears. A step whose
+parameters' new gradients were all cleared applies nothing (TWR112). The
+backwards since the last step are also kept with the DataLoader batch they ran
+in and whether their loss was divided or multiplied last: a step after backwards
+over two or more batches of one pass, none of them scaled, sums the batches'
+gradients (TWR113).
+
+At the first step, each model's parameters are fingerprinted (version counter and
+first elements). A ``load_state_dict`` into a model an optimizer has stepped, of
+the live weights of another model whose fingerprint has not moved since, resets
+what training did to weights that never change (TWR114: a target network synced
+the wrong way, or an optimizer built on the target network).
+
 At the end: parameters an optimizer holds that never got a gradient (TWR102,
 with a replay that tells a gradient cut by ``.detach()`` from an output nobody
-uses), parameters that get gradients but no optimizer holds (TWR103), and
-frozen parameters a step changed anyway (TWR104).
+uses), parameters that get gradients but no optimizer holds (TWR103, an error
+when no parameter any optimizer holds gets one: the optimizer was built on
+another network), and frozen parameters a step changed anyway (TWR104).
 """
 
 from __future__ import annotations
@@ -41,6 +56,10 @@ from torchwise.run.sites import Site, user_site
 #: steps during which frozen parameters are compared before and after the step
 FROZEN_STEPS = 3
 SHOWN = 4
+#: a loss's last operation that scales it (divided by the accumulation count, weighted)
+SCALING_NODES = frozenset({"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"})
+#: elements of each parameter kept to tell whether it changed after the first step
+FINGERPRINT_ELEMENTS = 16
 
 
 @dataclass
@@ -54,6 +73,19 @@ class ParamState:
     #: the backward that added to a consumed gradient (TWR101), until the next step
     carry: Site | None = None
     got_grad: bool = False
+    #: a backward added to the gradient since the last step of an optimizer holding it
+    fresh: bool = False
+    #: the ``zero_grad`` that cleared that new gradient before any step used it (TWR112)
+    cleared: Site | None = None
+
+
+@dataclass(frozen=True)
+class BackwardSeen:
+    """A backward since the last optimizer step: the batch it ran in, its loss's scaling."""
+
+    batch: tuple[int, int] | None  # (pass number, batch number) when inside a DataLoader pass
+    scaled: bool
+    site: Site | None
 
 
 def _state_of(grad: torch.Tensor | None) -> tuple[int, int] | None:
@@ -74,6 +106,9 @@ class OptimizerMonitor:
         self._frozen: list[tuple[torch.Tensor, torch.Tensor]] = []
         #: modules assigned to an attribute after an optimizer existed: id -> line
         self.assigned: dict[int, Site | None] = {}
+        self.backwards_since_step: list[BackwardSeen] = []
+        #: id(parameter) -> (version, first elements) at the first optimizer step (TWR114)
+        self.fingerprints: dict[int, tuple[int, torch.Tensor]] = {}
 
     def install(self) -> None:
         patches = self.session.patches
@@ -96,6 +131,41 @@ class OptimizerMonitor:
                 monitor.assigned[id(value)] = user_site()
 
         patches.setattr(torch.nn.Module, "__setattr__", assign)
+        self._watch_zero_grad(Optimizer, lambda optimizer: monitor.optimizer_params(optimizer))
+        self._watch_zero_grad(torch.nn.Module, lambda module: module.parameters())
+        self.session.listen("backward", self._backward)
+        original_load = torch.nn.Module.load_state_dict
+
+        def load_state_dict(module: torch.nn.Module, state_dict: Any, *a: Any, **k: Any) -> Any:
+            if monitor.fingerprints:
+                monitor._check_overwrite(module, state_dict)
+            return original_load(module, state_dict, *a, **k)
+
+        patches.setattr(torch.nn.Module, "load_state_dict", load_state_dict)
+
+    def _watch_zero_grad(self, owner: type, params_of: Any) -> None:
+        """Wrap ``owner.zero_grad`` to mark the new gradients it clears, at its line."""
+        original = owner.zero_grad  # type: ignore[attr-defined]
+        states = self.states
+
+        def zero_grad(this: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(this, *args, **kwargs)
+            site: Site | None = None
+            for param in params_of(this):
+                state = states.get(id(param))
+                if state is not None and state.fresh:
+                    state.cleared = site = site or user_site()
+            return result
+
+        self.session.patches.setattr(owner, "zero_grad", zero_grad)
+
+    def _backward(self, losses: list[torch.Tensor]) -> None:
+        running = self.session.current_pass()
+        batch = (running.number, running.batches) if running is not None else None
+        scaled = any(
+            loss.grad_fn is not None and loss.grad_fn.name() in SCALING_NODES for loss in losses
+        )
+        self.backwards_since_step.append(BackwardSeen(batch, scaled, self.session.backward_site))
 
     # parameters ------------------------------------------------------------------
     def _watch(self, param: torch.Tensor) -> ParamState:
@@ -119,6 +189,8 @@ class OptimizerMonitor:
         def after(tensor: torch.Tensor) -> None:
             state.after = _state_of(tensor.grad)
             state.got_grad = True
+            state.fresh = True
+            state.cleared = None
 
         session.patches.handle(param.register_hook(before))  # type: ignore[no-untyped-call]
         session.patches.handle(
@@ -137,6 +209,8 @@ class OptimizerMonitor:
         session = self.session
         self.optimizers.setdefault(id(optimizer), optimizer)
         session.emit("step_pre", optimizer)
+        if not self.fingerprints:
+            self._fingerprint_models()
         carried: list[torch.Tensor] = []
         site: Site | None = None
         for param in self.optimizer_params(optimizer):
@@ -149,6 +223,8 @@ class OptimizerMonitor:
                 state.carry = None
         if carried:
             self._report_carry(optimizer, carried, site)
+        self._check_cleared(optimizer)
+        self._check_accumulation(optimizer)
         if session.optimizer_steps.get(id(optimizer), 0) < FROZEN_STEPS:
             self._frozen = [
                 (p, p.detach().clone()) for p in self.optimizer_params(optimizer)
@@ -157,7 +233,11 @@ class OptimizerMonitor:
 
     def _after_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
         for param in self.optimizer_params(optimizer):
-            self._watch(param).stepped = _state_of(param.grad)
+            state = self._watch(param)
+            state.stepped = _state_of(param.grad)
+            state.fresh = False
+            state.cleared = None
+        self.backwards_since_step = []
         if self._frozen:
             changed = [p for p, before in self._frozen if not torch.equal(p.detach(), before)]
             self._frozen = []
@@ -165,6 +245,99 @@ class OptimizerMonitor:
                 self._report_frozen(optimizer, changed)
         self.session.emit("step_post", optimizer)
         self.session.record_step(id(optimizer))  # may end the run: last
+
+    def _check_cleared(self, optimizer: Optimizer) -> None:
+        """TWR112: every gradient a backward computed for this step was cleared before it."""
+        states = [self.states[id(p)] for p in self.optimizer_params(optimizer)]
+        fresh = [state for state in states if state.fresh]
+        if not fresh or any(state.cleared is None for state in fresh):
+            return
+        step = self.session.optimizer_steps.get(id(optimizer), 0) + 1
+        self.session.report(
+            "TWR112",
+            fresh[0].cleared,
+            f"zero_grad() clears the gradients of the backward before step {step} of "
+            f"{type(optimizer).__name__} uses them: the step applies nothing",
+            evidence={
+                "backward": self.session.backward_site.label
+                if self.session.backward_site is not None
+                else "?",
+                "parameters cleared": len(fresh),
+            },
+        )
+
+    def _check_accumulation(self, optimizer: Optimizer) -> None:
+        """TWR113: backwards over several batches of one pass, no loss divided or scaled."""
+        seen = self.backwards_since_step
+        batches = {b.batch for b in seen}
+        if None in batches or len({batch[0] for batch in batches if batch}) != 1:
+            return
+        if len(batches) < 2 or any(b.scaled for b in seen):
+            return
+        self.session.report(
+            "TWR113",
+            seen[0].site,
+            f"step {self.session.optimizer_steps.get(id(optimizer), 0) + 1} of "
+            f"{type(optimizer).__name__} applies the summed gradients of {len(batches)} "
+            f"batches whose losses were not divided: the effective learning rate is "
+            f"{len(batches)}x the one set",
+            evidence={"backwards": len(seen), "batches": len(batches)},
+        )
+
+    def _fingerprint_models(self) -> None:
+        for root in self.modules.root_modules():
+            for param in root.parameters():
+                flat = param.detach().reshape(-1)[:FINGERPRINT_ELEMENTS]
+                self.fingerprints[id(param)] = (param._version, flat.clone())
+
+    def _unchanged(self, param: torch.Tensor) -> bool:
+        seen = self.fingerprints.get(id(param))
+        if seen is None:
+            return False
+        version, values = seen
+        flat = param.detach().reshape(-1)[:FINGERPRINT_ELEMENTS]
+        return param._version == version and torch.equal(flat, values)
+
+    def _check_overwrite(self, module: torch.nn.Module, state_dict: Any) -> None:
+        """TWR114: ``module``, which an optimizer stepped, gets the live weights of a model
+        that has not changed since the first step."""
+        if not hasattr(state_dict, "values"):
+            return
+        stepped = {id(p) for p in self._optimized().values()}
+        own = list(module.parameters())
+        if not own or not any(id(p) in stepped for p in own):
+            return
+        pointers = {
+            v.data_ptr() for v in state_dict.values()
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+        }  # fmt: skip
+        own_ids = {id(p) for p in own}
+        for source in self.modules.root_modules():
+            params = list(source.parameters())
+            if (
+                source is module or not params or any(id(p) in own_ids for p in params)
+                or any(p.data_ptr() not in pointers for p in params)
+            ):  # fmt: skip
+                continue
+            if any(id(p) in stepped for p in params) or not all(map(self._unchanged, params)):
+                return
+            optimizer = next(
+                (o for o in self.known_optimizers()
+                 if self.session.optimizer_steps.get(id(o))
+                 and any(id(p) in own_ids for p in self.optimizer_params(o))),
+                None,
+            )  # fmt: skip
+            name = type(optimizer).__name__ if optimizer is not None else "the optimizer"
+            self.session.report(
+                "TWR114",
+                user_site(),
+                f"load_state_dict overwrites {self._called_label(module)}, which {name} "
+                f"trains, with the weights of {self._called_label(source)}, which have not "
+                "changed since training began: every such copy undoes the training "
+                "(a target network synced the wrong way, or the optimizer built on it)",
+                evidence={"optimizer steps so far": self.session.steps},
+            )
+            return
 
     def _names(self, params: Sequence[torch.Tensor]) -> list[str]:
         owners = self.modules.parameter_owners()
@@ -330,6 +503,9 @@ class OptimizerMonitor:
             return
         missing_ids = {id(p) for p in missing}
         names_by_id = self.modules.module_names()
+        if not any(self.states.get(key, ParamState()).got_grad for key in optimized):
+            self._wrong_network(missing_ids, set(optimized), site)
+            return
         first_optimized = min(
             (
                 run.order for key, run in self.modules.runs.items()
@@ -356,6 +532,30 @@ class OptimizerMonitor:
                 site,
                 f"`{label}` gets gradients at every step but no optimizer updates {why}",
                 severity=Severity.WARNING if partial or downstream else Severity.INFO,
+                evidence={"parameters": ", ".join(group[:SHOWN])},
+            )
+
+    def _called_label(self, module: torch.nn.Module) -> str:
+        """A module's name in its model, or for a model, its class and the line calling it."""
+        if id(module) not in self.modules.roots:
+            return self.modules.module_names().get(id(module), type(module).__name__)
+        run = self.modules.runs.get(id(module))
+        where = f" called at line {run.site.line}" if run is not None and run.site else ""
+        return f"the {type(module).__name__}{where}"
+
+    def _wrong_network(self, trained: set[int], held: set[int], site: Site | None) -> None:
+        """TWR103 as an error: what trains is in no optimizer, and nothing the optimizers
+        hold ever gets a gradient, so no step changes anything that trains."""
+        held_labels = [self._called_label(m) for m, _ in _topmost_groups(self.modules, held)]
+        for module, group in _topmost_groups(self.modules, trained):
+            label = self._called_label(module)
+            self.session.report(
+                "TWR103",
+                site,
+                f"{label} gets gradients at every step but no optimizer updates it, and "
+                f"what the optimizer holds ({', '.join(held_labels[:SHOWN]) or 'its parameters'}) "
+                "never gets a gradient: the optimizer was built on another network",
+                severity=Severity.ERROR,
                 evidence={"parameters": ", ".join(group[:SHOWN])},
             )
 
