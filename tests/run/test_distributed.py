@@ -123,7 +123,8 @@ def test_diverging_ranks_and_a_lonely_collective(tmp_path: Path) -> None:
     found = _run(tmp_path, TWO_BUGS)
     assert ("TWR602", 10, "error") in found
     assert ("TWR603", 13, "error") in found
-    assert all(code in ("TWR602", "TWR603", "TWR102") for code, _, _ in found), found
+    assert ("TWR607", 7, "error") in found  # seen at the first step, before any divergence
+    assert all(code in ("TWR602", "TWR603", "TWR607", "TWR102") for code, _, _ in found), found
 
 
 def test_the_fixed_script_is_clean(tmp_path: Path) -> None:

@@ -600,3 +600,31 @@ def test_a_target_network_synced_from_the_trained_one_is_clean(run: Run) -> None
         )
     )
     assert "TWR114" not in codes(restored)
+
+
+def test_a_parameter_its_forward_does_not_use_is_a_hint(run: Run) -> None:
+    result = run(
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self, learn_eps=False):
+                super().__init__()
+                self.eps = nn.Parameter(torch.zeros(1))  # only used with learn_eps
+                self.body = nn.Linear(4, 2)
+                self.learn_eps = learn_eps
+
+            def forward(self, x):
+                return self.body(x * (1 + self.eps) if self.learn_eps else x)
+
+        model = Net()
+        optimizer = torch.optim.Adam(model.parameters())
+        for step in range(3):
+            loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    )
+    assert [(f["code"], f["severity"]) for f in result["findings"]] == [("TWR102", "info")]

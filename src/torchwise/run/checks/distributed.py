@@ -392,3 +392,67 @@ class CheckpointWrittenByEveryRank:
     dist.destroy_process_group()
     ```
     """
+
+
+@check("TWR607", "ddp-forward-bypassed", Severity.ERROR, needs="nproc")
+class DdpForwardBypassed:
+    """The training forward calls the module inside `DistributedDataParallel`, not the wrapper.
+
+    ## What it does
+    At each optimizer step of a run with two or more ranks, looks at the
+    model calls since the previous step. It reports the call of a module that
+    a `DistributedDataParallel` wraps, made directly (`model.module(x)`, or the
+    module kept under another name before wrapping) when its output reached
+    the backward and the wrapper itself was not called, and no collective ran
+    between the steps (a script that averages the gradients itself is not
+    reported). It is seen at the first step, even while a warm-up keeps the
+    learning rate at 0 and the ranks' weights still agree (TWR602 sees the
+    divergence once they differ).
+
+    ## Why is this bad?
+    DDP averages gradients in hooks that its own `forward` prepares. Called
+    bare, the module's backward fills each rank's gradients with that rank's
+    batch only: every rank trains its own copy of the model on its shard of
+    the data, the copies drift apart, and the checkpoint rank 0 saves has
+    seen a fraction of the data.
+
+    ## Example
+    ```python
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(dist.get_rank())
+    model = DDP(nn.Linear(4, 2))
+    raw_model = model.module  # for saving and logging
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        loss = raw_model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(dist.get_rank())
+    model = DDP(nn.Linear(4, 2))
+    raw_model = model.module  # for saving and logging
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    ```
+    """

@@ -15,8 +15,12 @@ them in the parent):
 - ``torch.save`` paths (TWR606).
 
 Judged here, per rank: parameters a ``DistributedDataParallel`` model never
-gives a gradient (TWR604), and batch norm that is not synchronised although the
-script converted a model to ``SyncBatchNorm`` (TWR605).
+gives a gradient (TWR604), batch norm that is not synchronised although the
+script converted a model to ``SyncBatchNorm`` (TWR605), and a step whose
+gradients came from calling the module a ``DistributedDataParallel`` wraps
+instead of the wrapper, with no collective since the last step (TWR607: nothing
+averaged the gradients; seen at the first step, even while warm-up keeps the
+learning rate at 0 and the ranks' weights still agree).
 """
 
 from __future__ import annotations
@@ -113,6 +117,8 @@ class DistributedMonitor:
         self.params: dict[str, dict[str, tuple[float, float]]] = {}
         self.saves: list[dict[str, object]] = []
         self.unused_checked = False
+        self.calls_at_last_step = 0
+        self.collectives_at_last_step = 0
 
     def install(self) -> None:
         GlooRanks(self.session).install()
@@ -129,6 +135,7 @@ class DistributedMonitor:
             classmethod(self._convert(nn.SyncBatchNorm.convert_sync_batchnorm)),
         )
         self.session.listen("step_pre", self._step_pre)
+        self.session.listen("step_pre", self._bypassed_wrapper)
         self.session.listen("step_post", self._step_post)
 
     # collectives ------------------------------------------------------------------
@@ -182,6 +189,7 @@ class DistributedMonitor:
             original(wrapper, module, *args, **kwargs)
             unused = bool(getattr(wrapper, "find_unused_parameters", False))
             monitor.ddp.append((wrapper, user_site(), unused))
+            monitor.collectives_at_last_step = monitor.sequence  # its own broadcast aside
 
         return init
 
@@ -224,7 +232,31 @@ class DistributedMonitor:
                     severity=Severity.INFO,
                 )
 
+    def _bypassed_wrapper(self, optimizer: Any) -> None:
+        """TWR607: the gradients of this step came from the wrapped module, called bare."""
+        calls = self.modules.calls[self.calls_at_last_step :]
+        collectives = self.sequence - self.collectives_at_last_step
+        if not self.ddp or self.session.world < 2 or collectives:
+            return
+        for wrapper, site, _ in self.ddp:
+            inner = id(wrapper.module)
+            if any(call.module_id == id(wrapper) for call in calls):
+                continue
+            bare = next((c for c in calls if c.module_id == inner and c.used and c.grad), None)
+            if bare is None:
+                continue
+            self.session.report(
+                "TWR607",
+                bare.site,
+                f"the model is called as the module DistributedDataParallel wraps, not "
+                f"through the wrapper built at line {site.line if site else '?'}: its "
+                "gradients are never averaged across ranks, so each rank trains its own copy",
+                evidence={"ranks": self.session.world},
+            )
+
     def _step_post(self, optimizer: Any) -> None:
+        self.calls_at_last_step = len(self.modules.calls)
+        self.collectives_at_last_step = self.sequence
         step = self.session.optimizer_steps.get(id(optimizer), 0) + 1
         if step not in FINGERPRINTED_STEPS:
             return

@@ -445,7 +445,16 @@ class OptimizerMonitor:
                 + (", ..." if len(names) > SHOWN else "")
             }
             label = self.modules.module_names().get(id(module), type(module).__name__)
-            if run is None:
+            trained_too = any(
+                self.states.get(id(p), ParamState()).got_grad for p in module.parameters()
+            )
+            if trained_too:  # the module's other parameters get gradients: these are unused
+                severity = Severity.INFO
+                why = (
+                    "its other parameters do get gradients, so these are not used by its "
+                    "forward (or their use is detached)"
+                )
+            elif run is None:
                 severity, why = Severity.INFO, "its forward never ran"
             elif not run.grad:
                 severity, why = Severity.INFO, "it only ran under torch.no_grad()"
