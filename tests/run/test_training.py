@@ -628,3 +628,22 @@ def test_a_parameter_its_forward_does_not_use_is_a_hint(run: Run) -> None:
         """
     )
     assert [(f["code"], f["severity"]) for f in result["findings"]] == [("TWR102", "info")]
+
+
+def test_probabilities_over_a_sequence_are_read_along_the_class_dimension(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 7, 4), torch.randint(0, 5, (8, 7))
+        scores = model(x){head}.transpose(1, 2)  # (batch, classes, tokens)
+        loss = nn.functional.cross_entropy(scores, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert "TWR306" in codes(run(source.format(head=".softmax(-1)")))
+    assert "TWR306" not in codes(run(source.format(head="")))

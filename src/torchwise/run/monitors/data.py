@@ -41,6 +41,9 @@ CHECKED_CALLS = 64
 ROW_SUM_TOLERANCE = 1e-2
 #: how far above 0 a log-probability may round (log of p + eps)
 LOG_PROBABILITY_TOLERANCE = 1e-4
+#: samples, then rows of classes, read from a loss's input (a language model's logits
+#: are batch x tokens x vocabulary: the whole tensor in float32 would be gigabytes)
+SAMPLES_READ, ROWS_READ = 4, 256
 #: backwards whose loss graph is searched for a silent broadcast
 GRAPH_CHECKS = 3
 ELEMENTWISE = ("SubBackward0", "SubBackward1", "AddBackward0", "MulBackward0", "DivBackward0",
@@ -111,9 +114,9 @@ class DataMonitor:
         dim = 1 if output.dim() >= 2 else 0
         if output.shape[dim] < 2:
             return  # one class: TWR305's
-        values = output.detach().float()
+        values = _class_rows(output, dim)
         probabilities = bool(values.min() >= 0) and bool(
-            ((values.sum(dim) - 1).abs() <= ROW_SUM_TOLERANCE).all()
+            ((values.sum(-1) - 1).abs() <= ROW_SUM_TOLERANCE).all()
         )
         if name == "cross_entropy" and probabilities:
             message = (
@@ -351,3 +354,10 @@ def _broadcast_node(
             following.extend(children)
         frontier = following[:32]
     return None
+
+
+def _class_rows(output: torch.Tensor, dim: int) -> torch.Tensor:
+    """A few rows of ``output`` with its class dimension last, in float32."""
+    sample = output.detach()[:SAMPLES_READ] if dim == 1 else output.detach()
+    classes = sample.shape[dim]
+    return sample.movedim(dim, -1).reshape(-1, classes)[:ROWS_READ].float()

@@ -35,6 +35,7 @@ another network), and frozen parameters a step changed anyway (TWR104).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,7 +139,9 @@ class OptimizerMonitor:
 
         def load_state_dict(module: torch.nn.Module, state_dict: Any, *a: Any, **k: Any) -> Any:
             if monitor.fingerprints:
-                monitor._check_overwrite(module, state_dict)
+                # tensors without storage (fake, sparse): the load itself decides
+                with contextlib.suppress(RuntimeError, TypeError, ValueError):
+                    monitor._check_overwrite(module, state_dict)
             return original_load(module, state_dict, *a, **k)
 
         patches.setattr(torch.nn.Module, "load_state_dict", load_state_dict)
@@ -287,8 +290,9 @@ class OptimizerMonitor:
     def _fingerprint_models(self) -> None:
         for root in self.modules.root_modules():
             for param in root.parameters():
-                flat = param.detach().reshape(-1)[:FINGERPRINT_ELEMENTS]
-                self.fingerprints[id(param)] = (param._version, flat.clone())
+                if param.layout == torch.strided and not param.is_meta:
+                    flat = param.detach().reshape(-1)[:FINGERPRINT_ELEMENTS]
+                    self.fingerprints[id(param)] = (param._version, flat.clone())
 
     def _unchanged(self, param: torch.Tensor) -> bool:
         seen = self.fingerprints.get(id(param))
