@@ -37,9 +37,11 @@ INDEX_LOSSES = ("cross_entropy", "nll_loss")
 BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 #: loss calls checked (each check reads the target's range: a device sync)
 CHECKED_CALLS = 64
-#: how far a row of probabilities may sum from 1 (float32 softmax rounding, half precision)
+#: how far a row of probabilities may sum from 1: measured, softmax rows of 64 x 2..152,064
+#: classes sum within 1.4e-5 of 1 in float32, 4.4e-4 in float16 and 2.4e-3 in bfloat16
 ROW_SUM_TOLERANCE = 1e-2
-#: how far above 0 a log-probability may round (log of p + eps)
+#: how far above 0 a log-probability may round: measured 0 for log_softmax in all three
+#: dtypes; ``log(p + eps)`` goes above 0 by about eps (1e-8)
 LOG_PROBABILITY_TOLERANCE = 1e-4
 #: samples, then rows of classes, read from a loss's input (a language model's logits
 #: are batch x tokens x vocabulary: the whole tensor in float32 would be gigabytes)
