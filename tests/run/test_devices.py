@@ -146,3 +146,53 @@ def test_data_parallel_and_compile_run_on_the_simulated_device(run: Run) -> None
     assert result["exit_status"] == 0 and result["steps"] == 3
     assert codes(result, serious=True) == []
     assert any("torch.compile" in note for note in result["notes"])
+
+
+ORIGINS = """
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Positions(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        table = torch.zeros(1, 16, width)
+        {keep}
+
+
+    def forward(self, x):
+        return x + self.table[:, : x.size(1)]
+
+
+model = nn.Sequential(Positions(4), nn.Linear(4, 2)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 5, 4)), batch_size=4)
+for (x,) in loader:
+    x = x.float()
+    loss = model(x.cuda()).mean() + model[1](x).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    state = torch.from_numpy(np.zeros((1, 4), dtype=np.float32)).unsqueeze(0)
+    model[1](state)
+"""
+
+
+def test_a_mismatch_names_where_each_tensor_came_from(run: Run) -> None:
+    """The line to fix is where the CPU tensor was made or the CUDA one moved,
+    not the operation that meets them: each tensor's origin is in the evidence."""
+    result = run(ORIGINS.format(keep="self.table = table"), as_cuda=True)
+    evidence = {
+        f["line"]: f["data"]["tensors"] for f in result["findings"] if f["code"] == "TWR401"
+    }
+    assert set(evidence) == {16, 24, 29}
+    assert "Positions.table, a plain tensor attribute set at script.py:12" in evidence[16]
+    assert "register_buffer" in evidence[16]
+    assert "moved to cuda:0 at script.py:24" in evidence[16]
+    assert "a batch of the DataLoader at script.py:22" in evidence[24]
+    assert "moved to cuda:0 at script.py:19" in evidence[24]
+    assert "created at script.py:28" in evidence[29]
+    fixed = run(ORIGINS.format(keep='self.register_buffer("table", table)'), as_cuda=True)
+    assert sorted(f["line"] for f in fixed["findings"] if f["code"] == "TWR401") == [24, 29]

@@ -221,3 +221,29 @@ def test_full_batch_training_on_a_fixed_tensor_is_deliberate(run: Run) -> None:
         optimizer.step()
     """
     assert codes(run(source)) == []
+
+
+GREEDY_ACTIONS = """
+import torch
+from torch import nn
+
+policy = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
+for step in range(3):
+    loss = policy(torch.randn(8, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+for state in range(4):
+    action = policy(torch.randn({shape})).argmax().item()
+"""
+
+
+def test_evaluation_with_grad_is_a_warning_for_batches_and_a_hint_for_single_samples(
+    run: Run,
+) -> None:
+    batches = run(GREEDY_ACTIONS.format(shape="32, 4"))
+    assert [(f["code"], f["severity"]) for f in batches["findings"]] == [("TWR202", "warning")]
+    single = run(GREEDY_ACTIONS.format(shape="4"))
+    assert [(f["code"], f["severity"]) for f in single["findings"]] == [("TWR202", "info")]
+    assert codes(single, serious=True) == []

@@ -80,6 +80,10 @@ class EvaluationWithGrad:
     with trainable parameters: each batch builds an autograd graph that no
     backward uses.
 
+    Severity follows the cost: a warning for batches (a DataLoader pass, or
+    calls of two samples or more), a hint for calls of one sample each (an
+    agent choosing its actions, a one-off probe), whose graphs are small.
+
     ## Why is this bad?
     Every activation is kept for a backward that never comes: evaluation uses
     several times the memory it needs (and runs out of it at batch sizes

@@ -77,6 +77,50 @@ def _set(
             pass
 
 
+def _inherited_origin(tensors: list[torch.Tensor], device: str) -> str | None:
+    """The origin of the first argument on ``device`` that has one: a CPU batch
+    sliced, cast and reshaped still names the line it came from."""
+    for tensor in tensors:
+        origin = getattr(tensor, ORIGIN, None)
+        if origin is not None and device_of(tensor) == device:
+            return origin  # type: ignore[no-any-return]
+    return None
+
+
+class PlainAttributes:
+    """Tensors a module holds as plain attributes (``self.pe = pe``), not as
+    parameters or buffers: ``module.to()`` and ``.cuda()`` leave them where
+    they are, the classic CPU tensor inside a CUDA model. Recorded by storage,
+    so a slice of the attribute (``self.pe[:, :T]``) is recognised."""
+
+    def __init__(self) -> None:
+        self.by_storage: dict[int, str] = {}
+
+    def record(self, module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+        if isinstance(value, torch.nn.Parameter) or len(self.by_storage) >= 4096:
+            return
+        site = user_site()
+        if site is None:
+            return
+        try:
+            key = value.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return
+        if key:
+            self.by_storage[key] = (
+                f"{type(module).__name__}.{name}, a plain tensor attribute set at {site.label}: "
+                "module.to() and .cuda() move parameters and buffers only (register_buffer)"
+            )
+
+    def describe(self, tensor: torch.Tensor) -> str | None:
+        if not self.by_storage or device_of(tensor) != "cpu":
+            return None
+        try:
+            return self.by_storage.get(tensor.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):
+            return None
+
+
 def _arguments(args: Any, kwargs: Any) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
     for value in (*args, *(kwargs or {}).values()):
@@ -118,7 +162,7 @@ class _SimulatedDevices(TorchFunctionMode):
             return args[0]
         if func == DATA_SET:
             func(*args)
-            _set(args[0], device_of(args[1]))
+            _set(args[0], device_of(args[1]), getattr(args[1], ORIGIN, None))
             return None
         if func == GRAD_GET:
             grad = func(*args)
@@ -143,6 +187,7 @@ class DeviceMonitor:
         self.determinism = DeterminismJudge(session)
         #: creation line -> the steps at which a tensor made there moved to the GPU
         self.moved_each_step: dict[Site, set[int]] = {}
+        self.attributes = PlainAttributes()
 
     def install(self) -> None:
         session = self.session
@@ -150,6 +195,7 @@ class DeviceMonitor:
         os.environ.setdefault("PYTORCH_DDP_USE_SIDE_STREAM", "0")
         self._patch_parameters()
         self._patch_load()
+        self._patch_from_numpy()
         original_to = torch.nn.Module.to
 
         def module_to(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -157,6 +203,15 @@ class DeviceMonitor:
             return original_to(module, *args, **kwargs)
 
         session.patches.setattr(torch.nn.Module, "to", module_to)
+        original_setattr = torch.nn.Module.__setattr__
+        attributes = self.attributes
+
+        def module_setattr(module: torch.nn.Module, name: str, value: Any) -> None:
+            original_setattr(module, name, value)
+            if type(value) is torch.Tensor and name not in (module.__dict__.get("_buffers") or {}):
+                attributes.record(module, name, value)
+
+        session.patches.setattr(torch.nn.Module, "__setattr__", module_setattr)
         self._patch_data_parallel()
         session.listen("batch", self._batch)
         self.mode.__enter__()  # type: ignore[no-untyped-call]
@@ -186,6 +241,18 @@ class DeviceMonitor:
             return result
 
         self.session.patches.setattr(torch.autograd, "grad", grad)
+
+    def _patch_from_numpy(self) -> None:
+        """``torch.from_numpy`` bypasses function modes; its tensor is on the CPU."""
+        original = torch.from_numpy
+
+        def from_numpy(array: Any) -> torch.Tensor:
+            tensor = original(array)
+            site = user_site()
+            _set(tensor, "cpu", f"created at {site.label}" if site else None)
+            return tensor
+
+        self.session.patches.setattr(torch, "from_numpy", from_numpy)
 
     def _patch_load(self) -> None:
         original = torch.load
@@ -217,10 +284,10 @@ class DeviceMonitor:
         self.session.patches.setattr(torch.nn.DataParallel, "scatter", scatter)
 
     def _batch(self, running: Pass, batch: Any) -> None:
-        where = f" at {running.loader_site.label}" if running.loader_site else ""
-        origin = f"a batch of the DataLoader{where}"
+        site = running.iter_site or running.loader_site
+        origin = f"a batch of the DataLoader{f' at {site.label}' if site else ''}"
         for tensor in tensors_in(batch, limit=64):
-            if device_of(tensor) is None:
+            if device_of(tensor) in (None, "cpu"):
                 _set(tensor, "cpu", origin)
 
     # the mode's work --------------------------------------------------------------
@@ -251,12 +318,13 @@ class DeviceMonitor:
         current = device_of(source) or "cpu"
         if current == target:
             if tensor is not source:
-                _set(tensor, target)
+                _set(tensor, target, getattr(source, ORIGIN, None))
             return tensor
         if target.startswith("cuda") and current == "cpu":
             self._note_move(source)
         result = tensor.clone() if tensor is source else tensor  # a copy, as on a GPU
-        _set(result, target)
+        site = user_site()
+        _set(result, target, f"moved to {target} at {site.label}" if site else None)
         return result
 
     def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -281,10 +349,22 @@ class DeviceMonitor:
             cuda = sorted(d for d in known if d and d.startswith("cuda"))
             requested = cuda[0] if cuda else ("cpu" if known or not tensors else None)
         if requested is not None and func not in (_T.item, _T.tolist, _T.numpy):
-            made = None
-            if not tensors and requested == "cpu" and _name(func) in FACTORIES:
-                made = self._made_here()
-            origin = f"created at {Site(made[0], made[1]).label}" if made else None
+            made = self._made_here() if requested == "cpu" else None
+            origin = None
+            if made is not None and not tensors:
+                origin = f"created at {Site(made[0], made[1]).label}"
+            else:
+                origin = _inherited_origin(tensors, requested)
+                if made is not None and origin is not None:
+                    # the line that last handled the CPU tensor: often where a .to() is missing
+                    first, label = origin.split(", last made at ")[0], Site(made[0], made[1]).label
+                    origin = (
+                        first
+                        if first.endswith(f" at {label}")
+                        else (f"{first}, last made at {label}")
+                    )
+            if made is not None and (tensors or _name(func) not in FACTORIES):
+                made = None  # TWR403 follows factories only; the origin follows every creation
             for produced in _results(result):
                 fresh = not any(produced is t for t in tensors)
                 if fresh or device_of(produced) is None:
@@ -298,7 +378,7 @@ class DeviceMonitor:
             tag = device_of(tensor)
             if tag is None or tensor.dim() == 0:
                 continue
-            origin = getattr(tensor, ORIGIN, None)
+            origin = self.attributes.describe(tensor) or getattr(tensor, ORIGIN, None)
             entry = f"{tag} {tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
             described.append(entry + (f" ({origin})" if origin else ""))
         devices = " and ".join(sorted({entry.split(" ")[0] for entry in described}))

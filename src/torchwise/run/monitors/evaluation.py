@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import groupby
 
+from torchwise.findings import Severity
 from torchwise.run.monitors.modules import ModuleMonitor, RootCall
 from torchwise.run.session import Session
 from torchwise.run.sites import Site
@@ -105,12 +106,18 @@ class EvaluationJudge:
         if module is None or not any(p.requires_grad for p in module.parameters()):
             return
         first = loop[0]
+        batched = first.pass_number is not None or max(call.samples for call in loop) > 1
         self.session.report(
             "TWR202",
             first.site,
-            f"evaluation runs {first.module_type} with autograd on: every batch builds a "
-            "graph no backward uses (wrap the loop in torch.no_grad() or torch.inference_mode())",
-            evidence={"calls": f"{len(loop)} evaluation batches with grad enabled"},
+            f"evaluation runs {first.module_type} with autograd on: every "
+            f"{'batch' if batched else 'call'} builds a graph no backward uses "
+            "(wrap the loop in torch.no_grad() or torch.inference_mode())",
+            severity=None if batched else Severity.INFO,
+            evidence={
+                "calls": f"{len(loop)} evaluation calls with grad enabled",
+                "samples per call": max(call.samples for call in loop),
+            },
         )
 
     def _not_restored(self) -> None:

@@ -49,6 +49,9 @@ class RootCall:
     train_layers: tuple[str, ...] | None = None
     eval_layers: tuple[str, ...] | None = None
     fingerprint: tuple[object, ...] | None = None
+    #: samples in the call's first tensor argument: its leading size when it
+    #: has two or more dimensions, else 1 (one state, one token sequence)
+    samples: int = 1
 
 
 @dataclass
@@ -58,6 +61,13 @@ class ModuleRun:
     site: Site | None
     grad: bool
     order: int  # the module's place in the order of first calls
+
+
+def _samples(args: tuple[Any, ...]) -> int:
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None or first.dim() < 2:
+        return 1
+    return int(first.shape[0])
 
 
 def mode_layers(model: nn.Module) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -180,6 +190,7 @@ class ModuleMonitor:
             training=module.training,
             backwards_before=session.backwards,
             pass_number=running.number if running is not None else None,
+            samples=_samples(args),
         )
         self.runs[key].site = self.runs[key].site or site
         slot = (site, key)
