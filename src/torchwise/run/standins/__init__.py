@@ -1,5 +1,6 @@
 """Stand-ins for what a training script needs and this machine lacks: its
-dataset's files, its pretrained weights (torchvision, torch.hub, timm, and
+dataset's files (torchvision's datasets and the script's own ``Dataset``
+classes), its pretrained weights (torchvision, torch.hub, timm, and
 Hugging Face models, configurations and tokenizers).
 
 Each stand-in takes over only when the real thing is missing (a dataset
@@ -17,6 +18,7 @@ from types import ModuleType
 from torchwise.run.session import Session
 from torchwise.run.standins.hf import HubStandIns
 from torchwise.run.standins.hooks import AfterImport
+from torchwise.run.standins.user_data import patch_user_datasets
 from torchwise.run.standins.vision import patch_torchvision_datasets
 from torchwise.run.standins.weights import WeightStandIns
 
@@ -33,6 +35,7 @@ class StandIns:
         note, patch = session.note, session.patches.setattr
         weights = WeightStandIns(note, patch)
         weights.install()
+        patch_user_datasets(note, patch)
 
         def datasets(module: ModuleType) -> None:
             patch_torchvision_datasets(module, note, patch)
