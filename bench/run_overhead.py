@@ -24,7 +24,10 @@ run are used.
 Each script runs ``--rounds`` times (default 5), interleaved plain, tool, plain,
 tool ... on the same machine state, both with the same interpreter
 (``/work/corpus/run2/venv/bin/python``, which has the scripts' packages; the tool
-is this repository's ``src`` on ``PYTHONPATH``) and the same environment. A round's
+is this repository's ``src`` on ``PYTHONPATH``) and the same environment, with
+``OMP_NUM_THREADS=1`` by default (``--threads``): on a shared 2-core machine two
+intra-op threads make a step's time swing by 10-20x with other processes' load,
+which swamps the ratio. A round's
 ratio is the tool's median step over the plain run's median step; a script's
 figure is the median of its round ratios; the headline is the median over
 scripts.
@@ -183,9 +186,15 @@ class Run:
     report: dict | None = None
 
 
+#: OMP/MKL threads in both modes ("" leaves torch's default); set by --threads
+THREADS = {"value": ""}
+
+
 def _environment(site: Path, step_dir: Path, script: Script, copy: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if THREADS["value"]:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = THREADS["value"]
     paths = [str(SRC), str(site)] + ([str(copy)] if script.path_dot else [])
     env.update(
         PYTHONPATH=os.pathsep.join(paths),
@@ -281,7 +290,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", nargs="*", help="script names (includes slow ones)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument(
+        "--threads",
+        default="1",
+        help="OMP_NUM_THREADS for both modes ('' for torch's default); 1 keeps a step's time "
+        "from swinging when other processes share the cores",
+    )
     options = parser.parse_args()
+    THREADS["value"] = options.threads
     chosen = [s for s in SCRIPTS if (s.name in options.only if options.only else not s.slow)]
     rows = []
     print(f"load average at start: {os.getloadavg()}", file=sys.stderr)

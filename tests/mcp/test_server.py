@@ -309,3 +309,19 @@ def test_argument_errors_are_one_plain_line_per_argument(server: Any) -> None:
     assert "pydantic" not in text and "http" not in text
     missing = call(server, "explain_rule", {})
     assert missing.content[0].text == "explain_rule: invalid arguments: code: Field required"
+
+
+@pytest.mark.slow
+def test_audit_project_gives_the_merged_report_and_writes_nothing(
+    server: Any, workspace: Path, tree_snapshot: Callable[[Path], dict[str, tuple[int, int]]]
+) -> None:
+    before = tree_snapshot(workspace)
+    report = ok(
+        call(server, "audit_project", {"doctor": "off", "max_models": 0}), schema.ProjectReport
+    )
+    assert tree_snapshot(workspace) == before  # the run wrote into its copy only
+    assert report.run is not None and report.run.error is None
+    confirmed = [e for e in report.merged if e.confirmed and e.severity != "info"]
+    assert confirmed and all(e.section == "critical" for e in confirmed)
+    unsafe = [e for e in report.merged if e.sources == ["ckpt scan"] and e.section == "critical"]
+    assert [e.path for e in unsafe] == ["ckpt/evil.pt"]

@@ -110,7 +110,35 @@ def test_review_and_notes(example: Example) -> None:
     assert report.review.by_family["training"]["error"] >= 2
     normalize = next(m for m in report.models if m.name == "Normalize")
     assert normalize.error == "no parameters: nothing to measure"
-    assert set(report.timings) == {"knowledge", "review", "models"}
+    assert set(report.timings) == {"knowledge", "review", "models", "run"}
+
+
+@pytest.mark.slow
+def test_the_training_command_runs_and_confirms_the_static_findings(example: Example) -> None:
+    """The README's command ran a few steps in a copy of the project; what the review read
+    and the run saw at the same place is one entry, confirmed, in the critical section."""
+    _, report, _ = example
+    run = report.run
+    assert run is not None and run.error is None
+    assert run.command == "python train.py --epochs 1" and run.source == "README.md:4"
+    assert "3 optimizer steps" in run.ran
+    assert any("ran in a copy of the project" in note for note in run.notes)
+    sections = [entry.section for entry in report.merged]
+    assert sections == sorted(sections, key=["critical", "performance", "practice",
+                                             "positive", "tests"].index)  # fmt: skip
+    by_sources = {tuple(e.sources): e for e in report.merged}
+    zero_grad = by_sources[
+        ("review TW101 missing-zero-grad", "run TWR101 gradients-accumulate-across-steps")
+    ]
+    assert zero_grad.confirmed and zero_grad.section == "critical"
+    assert (zero_grad.path, zero_grad.line) == ("train.py", 27)
+    assert "seen running python train.py --epochs 1" in zero_grad.evidence
+    # each review finding appears once: alone, or in the entry the run confirmed
+    assert report.review is not None
+    review_sources = [s for e in report.merged for s in e.sources if s.startswith("review")]
+    assert len(review_sources) == len(report.review.findings)
+    assert sum(e.confirmed for e in report.merged) >= 4
+    assert any(e.section == "positive" and "CifarNet" in e.title for e in report.merged)
 
 
 @pytest.mark.slow
@@ -154,8 +182,9 @@ def test_the_html_report_renders_in_headless_chromium(example: Example, tmp_path
 
     dom = _chromium("--dump-dom", url, user_data=tmp_path / "profile-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    for section in ("knowledge", "modules", "review", "models", "notes"):
+    for section in ("run", "critical", "knowledge", "modules", "review", "models", "notes"):
         assert f'<section id="{section}" data-section="{section}">' in dom.stdout
+    assert "confirmed by running the code" in dom.stdout
     assert dom.stdout.count('<svg class="chart') >= 4  # findings, params, FLOPs, doctor
     assert "CifarNet" in dom.stdout and "TW101" in dom.stdout
 

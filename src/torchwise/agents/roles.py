@@ -13,6 +13,7 @@ from dataclasses import dataclass
 #: Every tool the torchwise MCP server exposes, in the order agents should reach for them.
 TOOLS = (
     "project_knowledge",
+    "audit_project",
     "review",
     "explain_rule",
     "fix_preview",
@@ -74,6 +75,7 @@ ROLES: tuple[Role, ...] = (
         ),
         tools=(
             "project_knowledge",
+            "audit_project",
             "review",
             "explain_rule",
             "fix_preview",
@@ -93,6 +95,10 @@ for a review of a file, a directory or a diff.
 
 ## Evidence: which tool answers what
 - `project_knowledge`: the stack, torch version, where models and training scripts live.
+- `audit_project`: for a whole-project review, everything at once: `merged` lists every
+  finding in a reviewer's order (critical, performance, practice, positive, tests), each
+  with what found it and whether running the training command confirmed it. It runs
+  the project's training command and builds its models.
 - `review` (paths): the findings, `TW###` codes with file:line; `explain_rule` for a
   rule's reasoning and its fix; `fix_preview` for the exact diff of the safe fixes.
 - `inspect_model` (target, inputs): real shapes, parameters, FLOPs and memory, to

@@ -24,6 +24,14 @@ from torchwise.console import Console
     "--doctor", "doctor", default="quick", show_default=True, metavar="quick|full|off|IDS",
     help="Health checks per model: quick skips export, bf16 and bit-exactness; or check ids.",
 )  # fmt: skip
+@click.option(
+    "--no-run", is_flag=True,
+    help="Do not run the project's training command for a few steps under torchwise run.",
+)  # fmt: skip
+@click.option(
+    "--run-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+    help="Seconds the training command may run (a few steps, one epoch) before it is stopped.",
+)  # fmt: skip
 @click.option("--no-review", is_flag=True, help="Skip the code review.")
 @click.option("--no-checkpoints", is_flag=True, help="Skip scanning checkpoint files.")
 @click.option(
@@ -40,6 +48,8 @@ def project(
     fmt: str,
     no_import: bool,
     doctor: str,
+    no_run: bool,
+    run_timeout: float,
     no_review: bool,
     no_checkpoints: bool,
     max_models: int,
@@ -50,10 +60,14 @@ def project(
 
     \b
     Reads the project (dependencies, layout, train/test/export/profile commands,
-    every nn.Module), reviews its code, scans its checkpoints, and builds its
-    models in a separate process to inspect and doctor them. Building a model
-    imports its file, as `torchwise inspect` does; --no-import never runs the
-    project's code. Nothing in the project is written.
+    every nn.Module), reviews its code, scans its checkpoints, runs its training
+    command for a few steps under `torchwise run` (with stand-ins for missing
+    data, weights and GPUs), and builds its models in a separate process to
+    inspect and doctor them; then merges every finding into one report:
+    critical issues, performance, best practices, strengths, tests to add.
+    Running the command and building a model execute the project's code;
+    --no-run skips the first, --no-import never runs the project's code.
+    Nothing in the project is written.
     \b
       torchwise project                                  # the current directory
       torchwise project examples/cifar_project --format html -o report.html
@@ -76,6 +90,8 @@ def project(
         review=not no_review,
         checkpoints=not no_checkpoints,
         doctor=doctor,
+        run_training=not no_run,
+        run_timeout=run_timeout,
         max_models=max_models,
         model_timeout=model_timeout,
     )

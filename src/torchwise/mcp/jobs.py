@@ -27,6 +27,7 @@ from torchwise.project.schema import (
     GeneratedTest,
     ModelMeasure,
     ProjectKnowledge,
+    ProjectReport,
     ReviewSummary,
     TestsCheck,
     TestsResult,
@@ -209,6 +210,29 @@ def inspect_checkpoint(
 
     progress(0, 1, f"reading {path.name}")
     return evidence.checkpoint_contents(ckpt.inspect(path), root, limit=limit)
+
+
+def audit_project(
+    root: Path, run: bool, doctor: str, max_models: int, budget: float, progress: Progress
+) -> ProjectReport:
+    from torchwise.project import AuditOptions
+    from torchwise.project import audit_project as audit
+
+    options = AuditOptions(
+        doctor=doctor,
+        max_models=max_models,
+        run_training=run,
+        run_timeout=max(30.0, budget / 2),
+        model_timeout=max(30.0, budget / 4),
+    )
+    done = 0
+
+    def step(label: str) -> None:
+        nonlocal done
+        progress(done, None, label)
+        done += 1
+
+    return audit(root, options, step=step)
 
 
 def project_knowledge(root: Path, progress: Progress) -> ProjectKnowledge:

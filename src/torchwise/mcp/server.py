@@ -47,6 +47,7 @@ from torchwise.project.schema import (
     FixPreview,
     ModelMeasure,
     ProjectKnowledge,
+    ProjectReport,
     ReviewSummary,
     RuleDoc,
     TestsResult,
@@ -211,6 +212,38 @@ def _register_tools(server: MCPServer, state: _Server) -> None:
         nn.Module class with how torchwise can build it. Runs none of the project's code."""
         result: ProjectKnowledge = await state.run(
             ctx, jobs.project_knowledge, root, what="reading the project"
+        )
+        return result
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, open_world_hint=False
+        )
+    )
+    async def audit_project(
+        ctx: Context,
+        run: Annotated[
+            bool,
+            Field(
+                description="run the project's training command for a few steps under "
+                "torchwise run (EXECUTES the project's code; stand-ins for missing data, "
+                "weights and GPUs)"
+            ),
+        ] = True,
+        doctor: Annotated[
+            str, Field(description="health checks per model: quick, full, off, or check ids")
+        ] = "quick",
+        max_models: Annotated[int, Field(ge=0, le=16)] = 4,
+    ) -> ProjectReport:
+        """The whole audit in one report: review, the training command run, each model
+        built and doctored, each checkpoint scanned, merged into `merged`: one deduplicated
+        list in the reviewer's order (critical, performance, practice, positive, tests),
+        each entry with what found it, whether running the code confirmed a static
+        finding, and whether only running the code shows it. Builds models and runs the
+        training command: this EXECUTES the project's code."""
+        budget = max(60.0, state.time_limit - 30.0)
+        result: ProjectReport = await state.run(
+            ctx, jobs.audit_project, root, run, doctor, max_models, budget, what="auditing"
         )
         return result
 

@@ -1,10 +1,14 @@
-"""``torchwise project``: knowledge, then review, checkpoint scan, and each model measured.
+"""``torchwise project``: knowledge, then review, checkpoint scan, each model measured,
+the training command run, and one merged report.
 
 The phases run in order of cost and each is optional: the static knowledge
 (no user code), ``review`` over the code, ``ckpt scan`` (and ``ckpt inspect``
 of the files that scan safe) over the checkpoints, then, unless ``--no-import``,
 each top-level module class that can be built is built in a worker process
-(:mod:`torchwise.isolation`) and inspected and doctored there.
+(:mod:`torchwise.isolation`) and inspected and doctored there, and the
+project's training command runs for a few steps under ``torchwise run``
+(:mod:`torchwise.project.execution`; ``--no-run`` skips it). Last,
+:mod:`torchwise.project.merged` puts every finding in the reviewer's order.
 Nothing is written into the project: no review cache, no ``__pycache__``.
 """
 
@@ -23,8 +27,10 @@ from torchwise.errors import TorchwiseError
 from torchwise.isolation import run_isolated
 from torchwise.project import evidence
 from torchwise.project.environment import distribution, torch_importable
+from torchwise.project.execution import run_training
 from torchwise.project.knowledge import ProjectScan, scan_project
 from torchwise.project.measure import ModelTask, audit_model
+from torchwise.project.merged import merge
 from torchwise.project.schema import (
     CheckpointEntry,
     ModelAudit,
@@ -57,6 +63,9 @@ class AuditOptions:
     model_timeout: float = 300.0
     max_findings: int = 500
     probe_devices: bool = True
+    #: run the project's training command for a few steps (needs import_models)
+    run_training: bool = True
+    run_timeout: float = 300.0
 
     def doctor_checks(self) -> tuple[str, ...] | None:
         """None: no doctor; (): every check; else the ids to run."""
@@ -166,7 +175,12 @@ def audit_project(
             f"({install_hint('torch')}; {TORCH_INSTALL_HINT})"
         )
     if plan is not None:
-        plan(int(options.review) + len(scan.files.checkpoints) * options.checkpoints + len(chosen))
+        plan(
+            int(options.review)
+            + len(scan.files.checkpoints) * options.checkpoints
+            + len(chosen)
+            + int(build and options.run_training)
+        )
     if options.review:
         step("reviewing the code")
         with _timed(timings, "review"):
@@ -184,6 +198,13 @@ def audit_project(
                 report.models.append(audit)
     elif not options.import_models:
         report.notes.append("models not built (--no-import): static audit only")
+    if build and options.run_training:
+        step("running the training command")
+        with _timed(timings, "run"):
+            report.run = run_training(root, scan.knowledge, options.run_timeout)
+        if report.run is None:
+            report.notes.append("no training command found to run")
+    report.merged = merge(report)
     report.timings = timings
     return report
 

@@ -288,6 +288,42 @@ class ModelAudit(BaseModel):
     seconds: float = 0.0
 
 
+class RunSummary(BaseModel):
+    """The project's training command, run for a few steps under ``torchwise run``."""
+
+    command: str = Field(description="the command as the project gives it")
+    source: str = Field(description="where the command was found, e.g. 'README.md:40'")
+    cwd: str = Field(description="the directory it ran in, relative to the root")
+    ran: str = Field(default="", description="what ran: steps, passes, how it ended")
+    exit_status: int = 0
+    findings: list[FindingRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="stand-ins and simulations used")
+    seconds: float = 0.0
+    error: str | None = Field(default=None, description="why it could not run, when it could not")
+
+
+Section = Literal["critical", "performance", "practice", "positive", "tests"]
+
+
+class MergedFinding(BaseModel):
+    """One entry of the merged report: review, run, doctor and checkpoint evidence
+    about one problem (or one strength), in the reviewer's order."""
+
+    section: Section
+    severity: Literal["error", "warning", "info"] | None = None
+    title: str
+    path: str | None = None
+    line: int | None = None
+    sources: list[str] = Field(description="what found it: 'review TW150', 'run TWR113', ...")
+    evidence: str = Field(default="", description="the measured or observed support")
+    confirmed: bool = Field(
+        default=False, description="a static finding the run saw happen at the same place"
+    )
+    execution_only: bool = Field(
+        default=False, description="only running the code shows it (no static rule reads it)"
+    )
+
+
 class ProjectReport(BaseModel):
     """``torchwise project``: the knowledge plus every audit it could run."""
 
@@ -297,6 +333,12 @@ class ProjectReport(BaseModel):
     review: ReviewSummary | None = None
     checkpoints: list[CheckpointEntry] = Field(default_factory=list)
     models: list[ModelAudit] = Field(default_factory=list)
+    run: RunSummary | None = None
+    merged: list[MergedFinding] = Field(
+        default_factory=list,
+        description="review, run, doctor and checkpoint findings in one list, deduplicated, "
+        "in the reviewer's order: critical, performance, practice, positive, tests",
+    )
     timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
     notes: list[str] = Field(default_factory=list)
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from torchwise.project.render.numbers import count, exact, nbytes
 from torchwise.project.schema import (
     BuildPlan,
+    MergedFinding,
     ModelAudit,
     ModuleClass,
     Package,
@@ -142,6 +143,10 @@ def headline(report: ProjectReport) -> list[tuple[str, str]]:
     if report.models:
         built = sum(m.measure is not None for m in report.models)
         items.append(("models measured", f"{built} of {len(report.models)}"))
+    if report.run is not None:
+        found = sum(row.severity != "info" for row in report.run.findings)
+        ran = "not run" if report.run.error else f"{found} bugs found running it"
+        items.append(("training command", ran))
     return items
 
 
@@ -171,3 +176,36 @@ def doctor_line(audit: ModelAudit) -> str:
     if warned:
         text += f" (warn: {', '.join(warned)})"
     return text
+
+
+#: The merged report's sections, in the reviewer's order, with their headings.
+SECTIONS = (
+    ("critical", "Critical issues"),
+    ("performance", "Performance"),
+    ("practice", "Best practices"),
+    ("positive", "What is done well"),
+    ("tests", "Tests to add"),
+)
+
+
+def merged_sections(report: ProjectReport) -> list[tuple[str, str, list[MergedFinding]]]:
+    """(key, heading, entries) for each section of the merged report that has entries."""
+    grouped: dict[str, list[MergedFinding]] = {}
+    for entry in report.merged:
+        grouped.setdefault(entry.section, []).append(entry)
+    return [(key, title, grouped[key]) for key, title in SECTIONS if key in grouped]
+
+
+def provenance(entry: MergedFinding) -> str:
+    """``confirmed by running the code``, ``only running the code shows this``, or ""."""
+    if entry.confirmed:
+        return "confirmed by running the code"
+    if entry.execution_only:
+        return "only running the code shows this"
+    return ""
+
+
+def place(entry: MergedFinding) -> str:
+    if entry.path is None:
+        return ""
+    return f"{entry.path}:{entry.line}" if entry.line else entry.path

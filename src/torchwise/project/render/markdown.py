@@ -8,11 +8,14 @@ from torchwise.project.render.common import (
     doctor_line,
     headline,
     libraries_text,
+    merged_sections,
     model_line,
     module_role,
     module_where,
     package_text,
+    place,
     plan_text,
+    provenance,
     torch_text,
     verdict_text,
 )
@@ -79,11 +82,36 @@ def knowledge_markdown(k: ProjectKnowledge, *, heading: str = "##") -> str:
     return "\n".join(lines) + "\n"
 
 
+def merged_markdown(report: ProjectReport) -> list[str]:
+    """The merged report: the training run, then each section as a table."""
+    lines: list[str] = []
+    run = report.run
+    if run is not None:
+        outcome = run.error or run.ran
+        lines += ["## Training command", "", f"`{run.command}` ({run.source}): {outcome}"]
+        lines += [f"- note: {note}" for note in run.notes] + [""]
+    for _, title, entries in merged_sections(report):
+        lines += [f"## {title}", "", "| | where | what | found by | evidence |"]
+        lines.append("|---|---|---|---|---|")
+        for entry in entries:
+            found = ", ".join(entry.sources)
+            if provenance(entry):
+                found += f" ({provenance(entry)})"
+            where = f"`{place(entry)}`" if place(entry) else ""
+            lines.append(
+                f"| {entry.severity or ''} | {where} | {_cell(entry.title)} | {_cell(found)} | "
+                f"{_cell(entry.evidence)} |"
+            )
+        lines.append("")
+    return lines
+
+
 def render_markdown(report: ProjectReport) -> str:
     k = report.knowledge
     lines = [f"# torchwise project: `{k.name}`", ""]
     lines.append(" · ".join(f"**{label}**: {value}" for label, value in headline(report)))
     lines += ["", knowledge_markdown(k).rstrip(), ""]
+    lines += merged_markdown(report)
     if report.review is not None:
         r = report.review
         s = r.by_severity

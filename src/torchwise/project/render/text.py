@@ -10,11 +10,14 @@ from torchwise.project.render.common import (
     doctor_line,
     headline,
     libraries_text,
+    merged_sections,
     model_line,
     module_role,
     module_where,
     package_text,
+    place,
     plan_text,
+    provenance,
     torch_text,
     verdict_text,
 )
@@ -69,9 +72,35 @@ def knowledge_lines(k: ProjectKnowledge, paint: Paint = _plain) -> list[str]:
     return lines
 
 
+def merged_lines(report: ProjectReport, paint: Paint = _plain) -> list[str]:
+    """The merged report: each section, its entries, where they come from."""
+    lines: list[str] = []
+    run = report.run
+    if run is not None:
+        lines += ["", paint("Training command", "bold") + f": {run.command}  ({run.source})"]
+        lines.append(f"  {run.error or run.ran}")
+        lines.extend(f"  note: {note}" for note in run.notes)
+    for _, title, entries in merged_sections(report):
+        lines += ["", paint(f"{title} ({len(entries)})", "bold")]
+        for entry in entries[:SHOWN_FINDINGS]:
+            severity = paint(f"{entry.severity or '':<7}", entry.severity or "dim")
+            where = place(entry)
+            lines.append(f"  {severity} {where + ' ' if where else ''}{entry.title}")
+            detail = [", ".join(entry.sources)]
+            if provenance(entry):
+                detail.append(provenance(entry))
+            if entry.evidence:
+                detail.append(entry.evidence)
+            lines.append("          " + paint("; ".join(detail), "dim"))
+        if len(entries) > SHOWN_FINDINGS:
+            lines.append(f"  ... and {len(entries) - SHOWN_FINDINGS} more (--format html for all)")
+    return lines
+
+
 def render_text(report: ProjectReport, paint: Paint = _plain) -> str:
     lines = knowledge_lines(report.knowledge, paint)
     lines.insert(2, "  ".join(f"{label}: {value}" for label, value in headline(report)))
+    lines += merged_lines(report, paint)
     if report.review is not None:
         r = report.review
         s = r.by_severity
@@ -81,13 +110,14 @@ def render_text(report: ProjectReport, paint: Paint = _plain) -> str:
             + f": {s['error']} errors, {s['warning']} warnings, {s['info']} info in "
             f"{r.files} files ({r.fixable} fixable with torchwise review --fix)",
         ]
-        for row in r.findings[:SHOWN_FINDINGS]:
+        listed = [] if report.merged else r.findings[:SHOWN_FINDINGS]  # else merged above
+        for row in listed:
             severity = paint(f"{row.severity:<7}", row.severity)
             lines.append(
                 f"  {severity} {row.path}:{row.line}:{row.column} {row.code} {row.message}"
             )
         hidden = len(r.findings) + r.truncated - SHOWN_FINDINGS
-        if hidden > 0:
+        if hidden > 0 and listed:
             lines.append(f"  ... and {hidden} more (torchwise review for all, or --format html)")
     if report.checkpoints:
         lines += ["", paint(f"Checkpoints ({len(report.checkpoints)})", "bold")]
