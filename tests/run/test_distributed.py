@@ -58,7 +58,7 @@ for x, y in loader:
     optimizer.step()
 """
 
-TWO_BUGS = """\
+THREE_BUGS = """\
 sampler = DistributedSampler(data)
 loader = DataLoader(data, batch_size=8, sampler=sampler)
 net = Net()
@@ -69,6 +69,7 @@ for x, y in loader:
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    print(f"train loss: {loss.item():.4f}")  # each rank's own shard: TWR608
 total = torch.tensor([loss.item()])
 if rank == 0:
     dist.all_reduce(total)  # rank 1 never joins: TWR603
@@ -89,6 +90,7 @@ for epoch in range(2):
         optimizer.step()
 total = torch.tensor([loss.item()])
 dist.all_reduce(total)
+print(f"rank {rank}: mean loss {total.item() / dist.get_world_size():.4f}")  # reduced: equal
 if rank == 0:
     torch.save(model.module.state_dict(), "final.pt")
 dist.barrier()
@@ -119,12 +121,14 @@ def test_four_cross_rank_bugs(tmp_path: Path) -> None:
     ]
 
 
-def test_diverging_ranks_and_a_lonely_collective(tmp_path: Path) -> None:
-    found = _run(tmp_path, TWO_BUGS)
+def test_diverging_ranks_a_lonely_collective_and_a_metric_per_rank(tmp_path: Path) -> None:
+    found = _run(tmp_path, THREE_BUGS)
     assert ("TWR602", 10, "error") in found
-    assert ("TWR603", 13, "error") in found
+    assert ("TWR603", 14, "error") in found
     assert ("TWR607", 7, "error") in found  # seen at the first step, before any divergence
-    assert all(code in ("TWR602", "TWR603", "TWR607", "TWR102") for code, _, _ in found), found
+    assert ("TWR608", 11, "warning") in found
+    expected = ("TWR602", "TWR603", "TWR607", "TWR608", "TWR102")
+    assert all(code in expected for code, _, _ in found), found
 
 
 def test_the_fixed_script_is_clean(tmp_path: Path) -> None:

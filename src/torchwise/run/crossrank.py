@@ -11,6 +11,7 @@ torch: what only shows across ranks is judged here.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ def judge(
     added += _diverging_parameters(facts)
     added += _stuck_collectives(out, facts, options, world=world, timed_out=timed_out)
     added += _saves_on_every_rank(facts)
+    added += _metrics_differ(facts)
     taken = {(f.code, f.path, f.line) for f in findings}
     merged = findings + [f for f in added if (f.code, f.path, f.line) not in taken]
     return sorted(_consequences_folded(merged), key=lambda f: f.sort_key())
@@ -277,3 +279,60 @@ def _saves_on_every_rank(facts: dict[int, dict[str, Any]]) -> list[Finding]:
                 )
             ]
     return []
+
+
+#: a number after a metric's name: "loss: 2.31", "val_acc=0.812", "mean train loss 2.3e-1"
+_METRIC = re.compile(
+    r"(?i)\b([a-z_ ]*?(?:loss|acc|accuracy|ppl|perplexity|f1|auc|mae|mse|rmse|bleu|reward"
+    r"|iou|dice|score|error))\b[^0-9a-z+-]{0,4}([-+]?\d+\.\d+(?:e[-+]?\d+)?)"
+)
+#: relative difference between two ranks' values that rounding to the printed digits can't make
+_DIFFERENT = 1e-3
+
+
+def _metrics_differ(facts: dict[int, dict[str, Any]]) -> list[Finding]:
+    """TWR608: the same line prints a metric on every rank, and the ranks' values differ:
+    each reports its own shard's value, none the global one."""
+    by_site: dict[tuple[str, int], dict[int, list[dict[str, Any]]]] = {}
+    for rank, fact in facts.items():
+        for line in fact.get("reported", []):
+            site = line.get("site") or {}
+            key = (str(site.get("path")), int(site.get("line", 0)))
+            by_site.setdefault(key, {}).setdefault(rank, []).append(line)
+    found: list[Finding] = []
+    for lines_by_rank in by_site.values():
+        if len(lines_by_rank) < 2:
+            continue
+        ranks = sorted(lines_by_rank)
+        first, other = lines_by_rank[ranks[0]], lines_by_rank[ranks[1]]
+        for mine, theirs in zip(first, other, strict=False):
+            metric = _differing_metric(str(mine["text"]), str(theirs["text"]))
+            if metric is None:
+                continue
+            name, a, b = metric
+            found.append(
+                _finding(
+                    "TWR608",
+                    _site(mine.get("site")),
+                    f"every rank reports its own {name.strip()} here (rank {ranks[0]}: {a}, "
+                    f"rank {ranks[1]}: {b}): each is one shard's value, not the global one; "
+                    "all_reduce it (then report on rank 0)",
+                    {f"rank {ranks[0]}": mine["text"], f"rank {ranks[1]}": theirs["text"]},
+                )
+            )
+            break
+    return found
+
+
+def _differing_metric(mine: str, theirs: str) -> tuple[str, str, str] | None:
+    ours = _METRIC.findall(mine)
+    others = _METRIC.findall(theirs)
+    if not ours or len(ours) != len(others):
+        return None
+    for (name, a), (other_name, b) in zip(ours, others, strict=True):
+        if name != other_name:
+            return None
+        x, y = float(a), float(b)
+        if abs(x - y) > _DIFFERENT * max(abs(x), abs(y), 1e-12):
+            return name, a, b
+    return None

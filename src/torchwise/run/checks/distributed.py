@@ -456,3 +456,72 @@ class DdpForwardBypassed:
     dist.destroy_process_group()
     ```
     """
+
+
+@check("TWR608", "metric-differs-across-ranks", Severity.WARNING, needs="nproc")
+class MetricDiffersAcrossRanks:
+    """Every rank prints or logs its own value of a metric at the same line.
+
+    ## What it does
+    Under `--nproc`, keeps the first lines each rank prints (`print`) or logs
+    (`logging`) from the script's code. When two ranks print the same line
+    with a metric in it (a number after `loss`, `acc`, `f1`, `ppl`, `reward`,
+    `score`...) and the two values differ beyond rounding, each rank reports
+    the value of its own shard of the data. A value that went through
+    `all_reduce` is equal on every rank and is not reported, nor is a line
+    only rank 0 prints.
+
+    ## Why is this bad?
+    With N ranks each sees 1/N of the batch: its loss or accuracy is one
+    shard's, not the model's. The logs show N different numbers for one
+    step, the one a dashboard keeps is whichever rank wrote last, and a
+    "best" checkpoint chosen on it is chosen on a fraction of the validation
+    set.
+
+    ## Example
+    ```python
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(dist.get_rank())
+    for step in range(3):
+        x = torch.randn(8, 4, generator=generator)
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"step {step} loss {loss.item():.4f}")
+    dist.destroy_process_group()
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(dist.get_rank())
+    for step in range(3):
+        x = torch.randn(8, 4, generator=generator)
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reported = loss.detach().clone()
+        dist.all_reduce(reported)
+        reported /= dist.get_world_size()
+        print(f"step {step} loss {reported.item():.4f}")
+    dist.destroy_process_group()
+    ```
+    """

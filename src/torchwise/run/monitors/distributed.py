@@ -29,6 +29,7 @@ import datetime
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from torchwise.findings import Severity
 from torchwise.run.monitors.modules import ModuleMonitor
 from torchwise.run.monitors.optim import OptimizerMonitor
 from torchwise.run.session import Session
-from torchwise.run.sites import Site, user_site
+from torchwise.run.sites import Site, is_user_file, user_site
 
 COLLECTIVES = (
     "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "reduce",
@@ -134,6 +135,8 @@ class DistributedMonitor:
             "convert_sync_batchnorm",
             classmethod(self._convert(nn.SyncBatchNorm.convert_sync_batchnorm)),
         )
+        self.reports = ReportedValues(self.session)
+        self.reports.install()
         self.session.listen("step_pre", self._step_pre)
         self.session.listen("step_pre", self._bypassed_wrapper)
         self.session.listen("step_post", self._step_post)
@@ -288,6 +291,7 @@ class DistributedMonitor:
             passes=passes,
             params=self.params,
             saves=self.saves,
+            reported=self.reports.lines,
             ddp=len(self.ddp),
             crash=None if self.session.crash is None else {
                 "site": self.session.crash[0].to_json() if self.session.crash[0] else None,
@@ -346,3 +350,50 @@ def _sync_batch_norm_on_cpu(self: nn.SyncBatchNorm, input: torch.Tensor) -> torc
     if self.weight is not None and self.bias is not None:
         out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
     return out
+
+
+class ReportedValues:
+    """What the rank prints or logs from the user's code, for TWR608: the first
+    lines at each place, with their text, compared across ranks in the parent."""
+
+    PER_SITE = 8
+    SITES = 64
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.lines: list[dict[str, object]] = []
+        self._counts: dict[tuple[str, int], int] = {}
+
+    def install(self) -> None:
+        import builtins
+        import logging
+
+        patches = self.session.patches
+        original_print = builtins.print
+        reports = self
+
+        def print_(*args: Any, **kwargs: Any) -> None:
+            original_print(*args, **kwargs)
+            if kwargs.get("file") in (None, sys.stdout, sys.stderr):
+                reports.record(user_site(), " ".join(str(arg) for arg in args))
+
+        patches.setattr(builtins, "print", print_)
+        original_handle = logging.Logger.handle
+
+        def handle(logger: logging.Logger, record: logging.LogRecord) -> None:
+            original_handle(logger, record)
+            if is_user_file(record.pathname):
+                site = Site(os.path.abspath(record.pathname), record.lineno)
+                reports.record(site, record.getMessage())
+
+        patches.setattr(logging.Logger, "handle", handle)
+
+    def record(self, site: Site | None, text: str) -> None:
+        if site is None or self.session.replaying:
+            return
+        key = (site.path, site.line)
+        count = self._counts.get(key, 0)
+        if count >= self.PER_SITE or (count == 0 and len(self._counts) >= self.SITES):
+            return
+        self._counts[key] = count + 1
+        self.lines.append({"site": site.to_json(), "text": text[:300]})

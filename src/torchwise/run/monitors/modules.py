@@ -32,6 +32,10 @@ MAX_ROOT_CALLS = 4000
 MODE_SNAPSHOTS = 8
 
 
+#: loose model calls fingerprinted per optimizer step (TWR304 compares them across steps)
+FINGERPRINTS_PER_STEP = 16
+
+
 @dataclass
 class RootCall:
     """One call of a model from the user's loop."""
@@ -115,6 +119,7 @@ class ModuleMonitor:
         self._has_params: dict[int, bool] = {}
         self._snapshots: dict[tuple[Site | None, int], int] = {}
         self._last_mode: dict[tuple[Site | None, int], bool] = {}
+        self._fingerprinted: dict[int, int] = {}  # step -> loose calls fingerprinted
         #: the latest root call with grad enabled: (module, args, kwargs), for replays
         self.last_forward: tuple[nn.Module, tuple[Any, ...], dict[str, Any]] | None = None
         #: module id -> (line of the last .eval(), line of the last .train())
@@ -199,11 +204,18 @@ class ModuleMonitor:
             call.train_layers, call.eval_layers = mode_layers(module)
             self._snapshots[slot] = taken + 1
         self._last_mode[slot] = module.training
-        if running is None and session.steps < 8:
+        if running is None and session.steps < 8 and self._fingerprints_at(session.steps):
             from torchwise.run.monitors.loader import fingerprint
 
             call.fingerprint = fingerprint(args)
         self.calls.append(call)
+
+    def _fingerprints_at(self, step: int) -> bool:
+        """Whether a loose call at this step is fingerprinted: the first few of each step
+        only (an agent's rollout calls its policy hundreds of times per step)."""
+        taken = self._fingerprinted.get(step, 0)
+        self._fingerprinted[step] = taken + 1
+        return taken < FINGERPRINTS_PER_STEP
 
     def _watch_use(self, call: RootCall, output: Any) -> None:
         def mark(*_: Any) -> None:
