@@ -24,6 +24,7 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,14 +203,25 @@ def copy_project(root: Path, destination: Path) -> list[str]:
 def _run_in(
     root: Path, command: ProjectCommand, launch: Launch, timeout: float, summary: RunSummary
 ) -> str | None:
-    from torchwise.run.api import run_script
-    from torchwise.run.options import RunOptions
+    from torchwise.run import RunOptions, check_target, run_script, simulates_gpu_by_default
 
     cwd = (root / command.cwd).resolve()
+    script = str(cwd / launch.script) if launch.script is not None else None
+    with _working_directory(cwd):  # a module is found from where the command runs
+        try:
+            target = check_target(script, launch.module)
+        except TorchwiseError as error:
+            return f"not run: {error}"
+        as_cuda = simulates_gpu_by_default(target)
+    if as_cuda:
+        summary.notes.append(
+            "ran as on a GPU (simulated): this machine has none and the script uses CUDA"
+        )
     options = RunOptions(
         steps=RUN_STEPS,
         epochs=RUN_EPOCHS,
         nproc=min(launch.nproc, MAX_RANKS),
+        as_cuda=as_cuda,
         timeout=timeout,
         script_output="capture",  # kept out of the audit's own output
         extra_env=launch.env,
@@ -226,6 +238,16 @@ def _run_in(
     summary.notes += [str(note) for note in notes] if isinstance(notes, list) else []
     summary.findings = [_row(finding, root) for finding in report.findings]
     return None
+
+
+@contextlib.contextmanager
+def _working_directory(directory: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def _row(finding: Finding, root: Path) -> FindingRow:
