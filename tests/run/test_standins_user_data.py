@@ -139,3 +139,36 @@ def test_other_errors_of_a_dataset_are_the_scripts_own() -> None:
     assert missing_file(OSError("data/train does not exist"))
     assert not missing_file(ValueError("could not convert string to float: 'a'"))
     assert not missing_file(PermissionError(13, "Permission denied"))
+
+
+STREAM = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Stream(IterableDataset):
+    def __init__(self, path):
+        self.handle = open(path)
+
+    def __iter__(self):
+        for line in self.handle:
+            values = [float(v) for v in line.split(",")]
+            yield torch.tensor(values[:-1]), torch.tensor(values[-1:])
+
+
+model = nn.Linear(6, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Stream("stream.csv"), batch_size=8):
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_an_iterable_dataset_streams_items_shaped_for_a_regression_model(run: Run) -> None:
+    result = run(STREAM)
+    assert result["exit_status"] == 0 and result["steps"] >= 5
+    (note,) = _notes(result)
+    assert "float32 (6,) with targets float32 (1,)" in note

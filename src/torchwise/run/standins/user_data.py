@@ -152,6 +152,8 @@ def _become(
         "__len__": lambda self: ITEMS,
         "__getitem__": lambda self, index: items.item(index),
     }
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        namespace["__iter__"] = lambda self: (items.item(index) for index in range(ITEMS))
     dataset.__class__ = type(cls.__name__, (cls,), namespace)
 
 
