@@ -216,14 +216,22 @@ def _print_user_traceback(exc: BaseException) -> None:
 
 def _report_crash(session: Session, exc: BaseException) -> None:
     from torchwise.errors import exception_line
+    from torchwise.run.needs import needs_of
 
     _print_user_traceback(exc)
     site = _crash_site(exc)
     session.crash = (site, exception_line(exc))
+    message = f"the script raised {exception_line(exc)}"
+    explained = "(torchwise:" in str(exc)  # a stand-in that could not serve said why already
+    needs = None
+    if session.steps == 0 and not explained:
+        needs = needs_of(exc, simulated_gpu=session.options.as_cuda)
+    if needs is not None:  # it never trained: say what it lacked, and what would serve
+        message = f"{message.rstrip('.')}; {needs}"
     session.report(
         "TWR001",
         site,
-        f"the script raised {exception_line(exc)}",
+        message,
         evidence={"step": session.steps, "exception": type(exc).__name__},
     )
 
