@@ -286,7 +286,7 @@ def shape_for(model: nn.Module, arity: int | None) -> ItemShape:
         raise CannotShape(f"the loop unpacks {arity} values from each batch")
     leaves = [m for m in model.modules() if _own_parameters(m)]
     first, last = leaves[0], leaves[-1]
-    name = type(model).__name__
+    name = type(_unwrapped(model)).__name__
     vocabulary = 0
     if isinstance(first, nn.Embedding):
         vocabulary = first.num_embeddings
@@ -322,6 +322,16 @@ def shape_for(model: nn.Module, arity: int | None) -> ItemShape:
     if outputs == 1:
         return ItemShape(input_shape, dtype, bound, (1,), torch.float32, 0, source)
     return ItemShape(input_shape, dtype, bound, (), torch.int64, outputs, source)
+
+
+def _unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside DDP, DataParallel or torch.compile's wrapper (for the note)."""
+    for _ in range(4):
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module):
+            break
+        model = inner
+    return model
 
 
 def _own_parameters(module: nn.Module) -> bool:
