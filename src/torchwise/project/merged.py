@@ -148,7 +148,11 @@ def _from_run(
             path=match.path if match else row.path,
             line=match.line if match else row.line,
             sources=[f"run {row.code} {row.rule}"],
-            evidence=f"seen running {run.command}: {row.message} ({row.path}:{row.line})",
+            evidence=(
+                f"seen running {run.command}: {row.message} ({row.path}:{row.line})"
+                if match is not None
+                else f"seen running {run.command}"
+            ),
             confirmed=match is not None,
             execution_only=row.code not in SAME_CLASS and row.code not in ("TWR001", "TWR002"),
         )

@@ -145,7 +145,11 @@ def headline(report: ProjectReport) -> list[tuple[str, str]]:
         items.append(("models measured", f"{built} of {len(report.models)}"))
     if report.run is not None:
         found = sum(row.severity != "info" for row in report.run.findings)
-        ran = "not run" if report.run.error else f"{found} bugs found running it"
+        ran = (
+            "not run"
+            if report.run.error
+            else f"{found} bug{'' if found == 1 else 's'} found running it"
+        )
         items.append(("training command", ran))
     return items
 
