@@ -166,9 +166,13 @@ class GymStepApi(Rule):
         uses = name_uses(scope)
         for node, terminated, truncated in unpacked:
             line = getattr(node, "lineno", 0)
-            later = [at for at, _, store in uses.get(truncated, []) if not store and at >= line]
+            start = _outermost_loop_start(scope, node) or line
+            # read after the step, or anywhere in its loop (`while not (terminated or truncated)`)
+            later = [at for at, _, store in uses.get(truncated, []) if not store and at >= start]
             if truncated != "_" and later:
                 continue  # read: kept
+            if terminated == "_":
+                continue  # neither flag is read: the loop ends some other way (a step count)
             if _bounded_otherwise(scope, node, terminated):
                 continue  # `for t in range(200)`, `while not done and t < 200`: a limit of its own
             loop = _episode_loop(scope, node, terminated)
@@ -257,3 +261,16 @@ def _merges_truncation(value: ast.expr, ctx: Context) -> bool:
         names = [ctx.text(arg) for arg in value.args]
     lowered = [name.lower() for name in names]
     return any("trunc" in name for name in lowered) and any("term" in name for name in lowered)
+
+
+def _outermost_loop_start(scope: ast.AST, node: ast.AST) -> int | None:
+    """The first line of the outermost loop around ``node`` in ``scope``: a loop's test
+    is read again after each step, so a read there comes after the step too."""
+    line = getattr(node, "lineno", 0)
+    starts = [
+        loop.lineno
+        for loop in ast.walk(scope)
+        if isinstance(loop, (ast.While, ast.For, ast.AsyncFor))
+        and loop.lineno <= line <= (loop.end_lineno or loop.lineno)
+    ]
+    return min(starts) if starts else None
