@@ -1,6 +1,6 @@
 """Stand-ins for what a training script needs and this machine lacks: its
-dataset's files (torchvision's datasets and the script's own ``Dataset``
-classes), its pretrained weights (torchvision, torch.hub, timm, and
+dataset's files (torchvision's datasets, Hugging Face's ``load_dataset`` and
+the script's own ``Dataset`` classes), its pretrained weights (torchvision, torch.hub, timm, and
 Hugging Face models, configurations and tokenizers).
 
 Each stand-in takes over only when the real thing is missing (a dataset
@@ -17,6 +17,7 @@ from types import ModuleType
 
 from torchwise.run.session import Session
 from torchwise.run.standins.hf import HubStandIns
+from torchwise.run.standins.hf_datasets import patch_datasets
 from torchwise.run.standins.hooks import AfterImport
 from torchwise.run.standins.user_data import patch_user_datasets
 from torchwise.run.standins.vision import patch_torchvision_datasets
@@ -37,15 +38,21 @@ class StandIns:
         weights.install()
         patch_user_datasets(note, patch)
 
+        hub = HubStandIns(note, patch)
+
         def datasets(module: ModuleType) -> None:
             patch_torchvision_datasets(module, note, patch)
+
+        def hf_datasets(module: ModuleType) -> None:
+            patch_datasets(module, note, patch, hub.offline_when_unreachable)
 
         hook = AfterImport(
             {
                 "torchvision.datasets": datasets,
                 "torchvision.models._api": weights.patch_torchvision_models,
                 "timm": weights.patch_timm,
-                **HubStandIns(note, patch).callbacks(),
+                "datasets": hf_datasets,
+                **hub.callbacks(),
             }
         )
         session.patches.call_on_undo(hook.install())

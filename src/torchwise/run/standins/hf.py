@@ -60,17 +60,18 @@ class HubStandIns:
         self.note = note
         self.patch = patch
         self.checked_hub = False
+        self.offline = False  # the hub's host does not resolve: the libraries run offline
         #: Tokenizers being fetched: the configuration a tokenizer reads to pick
         #: its class gets no stand-in (a tokenizer without its files is the
         #: byte-level stand-in, not a real class with an empty vocabulary).
         self.tokenizing = 0
 
-    def _offline_when_unreachable(self) -> None:
+    def offline_when_unreachable(self) -> bool:
         """Once per run: when the hub's host does not even resolve, put the hub
         libraries in their offline mode, so that a fetch fails at once (from the
         local cache) instead of after half a minute of retries per file."""
         if self.checked_hub:
-            return
+            return self.offline
         self.checked_hub = True
         import socket
         from urllib.parse import urlparse
@@ -78,17 +79,20 @@ class HubStandIns:
         try:
             from huggingface_hub import constants
         except ImportError:
-            return
+            return False
         host = urlparse(str(getattr(constants, "ENDPOINT", "https://huggingface.co"))).hostname
         if not host or getattr(constants, "HF_HUB_OFFLINE", False):
-            return
+            self.offline = bool(host)
+            return self.offline
         try:
             socket.getaddrinfo(host, 443)
         except OSError:
             self.patch(constants, "HF_HUB_OFFLINE", True)
+            self.offline = True
             self.note(
                 f"{host} does not resolve: the Hugging Face libraries run offline (cache only)"
             )
+        return self.offline
 
     def callbacks(self) -> dict[str, Callable[[ModuleType], None]]:
         return {
@@ -211,7 +215,7 @@ class HubStandIns:
 
         @functools.wraps(function)
         def from_pretrained(klass: type, name: Any, *args: Any, **kwargs: Any) -> Any:
-            self._offline_when_unreachable()
+            self.offline_when_unreachable()
             try:
                 with self._fetching(tokenizer=build == self._tokenizer):
                     return function(klass, name, *args, **kwargs)
