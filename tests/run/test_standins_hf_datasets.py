@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from run_helpers import codes, run_source
 
-from torchwise.run.standins.hf_datasets import unreachable, columns_for
+from torchwise.run.standins.hf_datasets import columns_for, unreachable
 
 FAKE_DATASETS = """
 class Dataset(dict):
