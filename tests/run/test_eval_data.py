@@ -247,3 +247,48 @@ def test_evaluation_with_grad_is_a_warning_for_batches_and_a_hint_for_single_sam
     single = run(GREEDY_ACTIONS.format(shape="4"))
     assert [(f["code"], f["severity"]) for f in single["findings"]] == [("TWR202", "info")]
     assert codes(single, serious=True) == []
+
+
+WORKER_TRANSFORMS = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Scale(nn.Module):  # a transform that is an nn.Module, as torchvision's are
+    def forward(self, x):
+        return x * 0.5
+
+
+class Items(Dataset):
+    def __init__(self):
+        self.transform = Scale()
+
+    def __len__(self):
+        return 1024
+
+    def __getitem__(self, index):
+        return self.transform(torch.randn(4)), index % 2
+
+
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train = DataLoader(Items(), batch_size=128, shuffle=True, num_workers=2)
+test = DataLoader(Items(), batch_size=128, num_workers=2)
+for x, y in train:
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+with torch.no_grad():
+    model.eval()
+    correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in test)
+"""
+
+
+def test_transforms_in_dataloader_workers_are_not_model_calls(run: Run) -> None:
+    """Each worker applies its transform (an nn.Module) to every item; those calls are
+    neither the program's model calls nor a sampling loop that ends the run."""
+    result = run(WORKER_TRANSFORMS, steps=3, epochs=1)
+    assert codes(result, serious=True) == []
+    assert result["stopped_by"] == "" and result["evaluation_passes"] == 1

@@ -67,6 +67,11 @@ class ModuleRun:
     order: int  # the module's place in the order of first calls
 
 
+def _in_data_worker() -> bool:
+    """Whether this process is a DataLoader worker (forked with the run's hooks)."""
+    return torch.utils.data.get_worker_info() is not None
+
+
 def _samples(args: tuple[Any, ...]) -> int:
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     if first is None or first.dim() < 2:
@@ -151,7 +156,12 @@ class ModuleMonitor:
         self.depth += 1
         key = id(module)
         if self.depth == 1:
-            self.session.record_root_call()
+            if _in_data_worker():
+                return  # a DataLoader worker's transforms: not the program's model calls
+            if key not in self._has_params:
+                self._has_params[key] = _has_parameters(module)
+            if self._has_params[key]:  # a transform or a loss module is not a model call
+                self.session.record_root_call()
             self._root_call(module, args)
         elif key not in self.runs:
             self.runs[key] = ModuleRun(user_site(), torch.is_grad_enabled(), len(self.runs))
