@@ -111,6 +111,7 @@ import torch
 from torch import nn
 
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+{load}
 optimizer = torch.optim.SGD(model[{part}].parameters(), lr=0.1)
 for step in range(3):
     loss = nn.functional.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,)))
@@ -120,10 +121,21 @@ for step in range(3):
 """
 
 
+PRETRAINED = """
+torch.save(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8)).state_dict(), "backbone.pt")
+model[:3].load_state_dict(torch.load("backbone.pt"))
+"""
+
+
 def test_a_trained_head_alone_is_a_hint_a_left_out_head_a_warning(run: Run) -> None:
-    head_only = run(OPTIMIZED_PART.format(part="4:"))
+    """A head trained on a loaded backbone is fine-tuning (a hint: the backbone's gradients
+    are wasted); on a backbone nothing loaded, the head learns from a random layer."""
+    head_only = run(OPTIMIZED_PART.format(part="4:", load=PRETRAINED))
     assert {(f["code"], f["severity"]) for f in head_only["findings"]} == {("TWR103", "info")}
-    backbone_only = run(OPTIMIZED_PART.format(part=":3"))
+    random_backbone = run(OPTIMIZED_PART.format(part="4:", load=""))
+    (found,) = [f for f in random_backbone["findings"] if f["code"] == "TWR103"]
+    assert found["severity"] == "warning" and "random initialisation" in found["message"]
+    backbone_only = run(OPTIMIZED_PART.format(part=":3", load=""))
     assert ("TWR103", "warning") in {(f["code"], f["severity"]) for f in backbone_only["findings"]}
 
 

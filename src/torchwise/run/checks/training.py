@@ -149,11 +149,14 @@ class ParameterNotOptimized:
     the new one never changes. It is an error too when none of the parameters the
     optimizers hold ever gets a gradient while the model's do: the optimizer was
     built on another network (a DQN's target network instead of its policy
-    network), so nothing that trains is ever updated. It is a warning when only some parameters of a
-    layer are optimized, or when the layer runs after optimized layers (a head
-    or decoder left out); a hint when whole leading layers are left out (a
-    backbone meant to stay frozen: give it `requires_grad_(False)` to skip
-    computing its gradients).
+    network), so nothing that trains is ever updated. It is a warning when only
+    some parameters of a layer are optimized, when the layer runs after
+    optimized layers (a head or decoder left out), or when leading layers are
+    left out that nothing loaded weights into (no `load_state_dict`, not a
+    library's pretrained model): they stay random while the rest trains on
+    their output (a VAE's encoder left out of the optimizer). Leading layers
+    with loaded weights are a hint: a backbone meant to stay frozen, whose
+    gradients `requires_grad_(False)` would skip.
 
     ## Why is this bad?
     Part of the model never trains although its gradients are computed at

@@ -59,6 +59,10 @@ FROZEN_STEPS = 3
 SHOWN = 4
 #: a loss's last operation that scales it (divided by the accumulation count, weighted)
 SCALING_NODES = frozenset({"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"})
+#: libraries whose models may get pretrained weights without load_state_dict
+PRETRAINED_LIBRARIES = frozenset(
+    {"transformers", "timm", "torchvision", "diffusers", "open_clip", "peft", "torchaudio"}
+)
 #: elements of each parameter kept to tell whether it changed after the first step
 FINGERPRINT_ELEMENTS = 16
 
@@ -110,6 +114,8 @@ class OptimizerMonitor:
         self.backwards_since_step: list[BackwardSeen] = []
         #: id(parameter) -> (version, first elements) at the first optimizer step (TWR114)
         self.fingerprints: dict[int, tuple[int, torch.Tensor]] = {}
+        #: ids of parameters a load_state_dict wrote (pretrained, resumed), for TWR103
+        self.loaded: set[int] = set()
 
     def install(self) -> None:
         patches = self.session.patches
@@ -142,7 +148,9 @@ class OptimizerMonitor:
                 # tensors without storage (fake, sparse): the load itself decides
                 with contextlib.suppress(RuntimeError, TypeError, ValueError):
                     monitor._check_overwrite(module, state_dict)
-            return original_load(module, state_dict, *a, **k)
+            result = original_load(module, state_dict, *a, **k)
+            monitor.loaded.update(id(p) for p in module.parameters())
+            return result
 
         patches.setattr(torch.nn.Module, "load_state_dict", load_state_dict)
 
@@ -534,19 +542,35 @@ class OptimizerMonitor:
                 run is not None and first_optimized is not None and run.order > first_optimized
             )
             label = names_by_id.get(id(module), type(module).__name__)
+            random = self._never_loaded(module)
             if partial:
                 why = f"{len(group)} of its parameters (the others are optimized)"
             elif downstream:
                 why = "it, although it runs after layers that are optimized"
+            elif random:
+                why = (
+                    "it, and nothing loaded its weights: it stays at its random initialisation "
+                    "while the layers after it train on its output"
+                )
             else:
                 why = "it (set requires_grad_(False) if it is meant to stay frozen)"
             self.session.report(
                 "TWR103",
                 site,
                 f"`{label}` gets gradients at every step but no optimizer updates {why}",
-                severity=Severity.WARNING if partial or downstream else Severity.INFO,
+                severity=Severity.WARNING if partial or downstream or random else Severity.INFO,
                 evidence={"parameters": ", ".join(group[:SHOWN])},
             )
+
+    def _never_loaded(self, module: torch.nn.Module) -> bool:
+        """No load_state_dict wrote its weights, and it is no library's model (whose
+        pretrained loaders may write weights another way): a frozen layer that is random."""
+        if any(id(p) in self.loaded for p in module.parameters()):
+            return False
+        owners = [module, *self.modules.root_modules()]
+        return not any(
+            type(owner).__module__.split(".")[0] in PRETRAINED_LIBRARIES for owner in owners
+        )
 
     def _called_label(self, module: torch.nn.Module) -> str:
         """A module's name in its model, or for a model, its class and the line calling it."""
