@@ -75,6 +75,18 @@ class EvaluationJudge:
             self._with_grad(loop)
         self._not_restored()
 
+    def _loop_site(self, call: RootCall, evidence: dict[str, object]) -> Site | None:
+        """Where an evaluation finding goes: the loop over the evaluation DataLoader (where
+        `model.eval()` or `no_grad` belongs), not the model call, which may sit in a helper
+        that training shares; the call's line goes in the evidence."""
+        passes = self.session.passes
+        number = call.pass_number
+        loop = passes[number - 1].iter_site if number and number <= len(passes) else None
+        if loop is None or call.site is None or loop == call.site:
+            return call.site
+        evidence["model called at"] = call.site.label
+        return loop
+
     def _mode_call(self, module_id: int, index: int) -> Site | None:
         return self.modules.mode_calls.get(module_id, (None, None))[index]
 
@@ -92,7 +104,7 @@ class EvaluationJudge:
             evidence["mode set by"] = f"model.train() at {trained_at.label}"
         self.session.report(
             "TWR201",
-            first.site,
+            self._loop_site(first, evidence),
             f"evaluation runs {first.module_type} in training mode: its "
             f"{len(active)} dropout/batch-norm layer(s) randomise the outputs and update "
             "the running statistics with evaluation data (call model.eval() first)",
@@ -107,17 +119,18 @@ class EvaluationJudge:
             return
         first = loop[0]
         batched = first.pass_number is not None or max(call.samples for call in loop) > 1
+        evidence: dict[str, object] = {
+            "calls": f"{len(loop)} evaluation calls with grad enabled",
+            "samples per call": max(call.samples for call in loop),
+        }
         self.session.report(
             "TWR202",
-            first.site,
+            self._loop_site(first, evidence),
             f"evaluation runs {first.module_type} with autograd on: every "
             f"{'batch' if batched else 'call'} builds a graph no backward uses "
             "(wrap the loop in torch.no_grad() or torch.inference_mode())",
             severity=None if batched else Severity.INFO,
-            evidence={
-                "calls": f"{len(loop)} evaluation calls with grad enabled",
-                "samples per call": max(call.samples for call in loop),
-            },
+            evidence=evidence,
         )
 
     def _not_restored(self) -> None:
