@@ -196,6 +196,29 @@ def test_losses_appended_with_their_graph_are_kept_alive(run: Run) -> None:
     assert len(kept) == 1 and "`history`" in kept[0]["message"] and kept[0]["line"] == 13
 
 
+def test_a_running_list_is_reported_where_it_grows_not_where_it_is_averaged(run: Run) -> None:
+    source = """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, shuffle=True)
+    for epoch in range(2):
+        losses = []
+        for (x,) in loader:
+            loss = model(x).pow(2).mean()
+            losses.append(loss)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        losses = torch.stack(losses).mean().item()
+    """
+    (kept,) = [f for f in run(source)["findings"] if f["code"] == "TWR109"]
+    assert "`losses`" in kept["message"] and kept["line"] == 13
+
+
 def test_nan_from_the_data_and_from_the_loss(run: Run) -> None:
     from_data = """
     import torch

@@ -169,23 +169,37 @@ def _function_tree(path: str, first_line: int) -> ast.AST | None:
 
 
 def assignment_line(code: CodeType, name: str, before: int) -> int | None:
-    """The last line before ``before`` in ``code``'s function that binds or grows ``name``.
+    """The last line before ``before`` in ``code``'s function that grows ``name``, else
+    the last that binds it.
 
-    Counts ``name = ...``, ``name += ...``, ``name.append(...)``/``extend``/``add``,
-    and ``self.name`` for an attribute. None when the source is not readable.
+    Grows: ``name += ...``, ``name.append(...)``/``extend``/``add``/``insert``, ``name =
+    name + ...``; binds: any ``name = ...``. A running total is kept where it grows, not
+    where it is read once at the end (``total = torch.stack(total).mean()``). ``self.name``
+    counts for an attribute. None when the source is not readable.
     """
     tree = _function_tree(os.path.abspath(code.co_filename), code.co_firstlineno)
     if tree is None:
         return None
     attribute = name.split(".")[-1]
-    best: int | None = None
+    grows: int | None = None
+    binds: int | None = None
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
-        if line is None or line >= before or (best is not None and line <= best):
+        if line is None or line >= before or not _binds(node, name, attribute):
             continue
-        if _binds(node, name, attribute):
-            best = line
-    return best
+        if _grows(node, {name, attribute}):
+            grows = max(grows or 0, line)
+        binds = max(binds or 0, line)
+    return grows or binds
+
+
+def _grows(node: ast.AST, wanted: set[str]) -> bool:
+    if isinstance(node, (ast.AugAssign, ast.Call)):
+        return True  # `+=`, or one of the growing methods _binds accepted
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp):
+        operands = (node.value.left, node.value.right)
+        return any(_target_name(operand) in wanted for operand in operands)
+    return False
 
 
 def _target_name(target: ast.AST) -> str | None:

@@ -363,12 +363,16 @@ class DeviceMonitor:
                         if first.endswith(f" at {label}")
                         else (f"{first}, last made at {label}")
                     )
+            handled = made is not None  # by the user's own line
             if made is not None and (tensors or _name(func) not in FACTORIES):
                 made = None  # TWR403 follows factories only; the origin follows every creation
             for produced in _results(result):
                 fresh = not any(produced is t for t in tensors)
                 if fresh or device_of(produced) is None:
                     _set(produced, requested, origin, made)
+                elif handled and origin is not None and device_of(produced) == "cpu":
+                    # `batch.float()` hands back the same tensor: that line still handled it
+                    _set(produced, "cpu", origin)
         return result
 
     # findings ---------------------------------------------------------------------
