@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -32,6 +33,7 @@ from typing import Any
 
 from torchwise.errors import TorchwiseError
 from torchwise.findings import Finding, Severity
+from torchwise.run.needs import IN_PLACE_ERROR
 from torchwise.run.options import RunOptions, Target
 from torchwise.run.report import RunReport, merge
 
@@ -133,6 +135,8 @@ def run_script(
         spawned = _spawned(Path(out), options, timed_out=bool(stopped))
         findings = _joined(findings, [f for group, _ in spawned for f in group])
         results += [rank for _, ranks in spawned for rank in ranks]
+    if options.nproc == 1 and not options.detect_anomaly and _in_place_crash(findings):
+        findings = _in_place_rerun(findings, target, options, python or sys.executable, cwd)
     if not results and not stopped:
         raise TorchwiseError(
             "the run ended without a result: the script's process died",
@@ -331,6 +335,42 @@ def _environment(options: RunOptions) -> dict[str, str]:
         env.setdefault("OMP_NUM_THREADS", "1")
     env.update(options.extra_env)
     return env
+
+
+def _in_place_crash(findings: list[Finding]) -> bool:
+    return any(f.code == "TWR001" and IN_PLACE_ERROR in f.message for f in findings)
+
+
+def _in_place_rerun(
+    findings: list[Finding],
+    target: Target,
+    options: RunOptions,
+    python: str,
+    cwd: str | os.PathLike[str] | None,
+) -> list[Finding]:
+    """torch's in-place error names an operation, not a line: run the script once more
+    under anomaly detection, which keeps each node's forward traceback, and report the
+    crash at the user's line that made the tensor changed in place afterwards."""
+    again = dataclasses.replace(
+        options, detect_anomaly=True, script_output="capture", steps=1, epochs=1
+    )
+    with tempfile.TemporaryDirectory(prefix="torchwise-run-") as out:
+        spec = Path(out) / "spec.json"
+        spec.write_text(
+            json.dumps({"target": target.to_json(), "options": again.to_json(), "out": out}),
+            encoding="utf-8",
+        )
+        _launch(spec, again, python, cwd)
+        located = [
+            f for f in merge(_results(Path(out)))
+            if f.code == "TWR001" and f.message.startswith("a tensor that autograd saved")
+        ]  # fmt: skip
+    if not located:
+        return findings
+    found = located[0]
+    found.data["found by"] = "running the script again under torch.autograd.detect_anomaly"
+    kept = [f for f in findings if not (f.code == "TWR001" and IN_PLACE_ERROR in f.message)]
+    return sorted([*kept, found], key=lambda f: f.sort_key())
 
 
 def _launch(

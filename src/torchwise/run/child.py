@@ -222,6 +222,15 @@ def _report_crash(session: Session, exc: BaseException) -> None:
     site = _crash_site(exc)
     session.crash = (site, exception_line(exc))
     message = f"the script raised {exception_line(exc)}"
+    saved_at = session.facts.get("in_place_saved_at")
+    if isinstance(saved_at, dict):  # found under anomaly detection (see api._in_place_rerun)
+        made = Site.from_json(saved_at)
+        message = (
+            f"a tensor that autograd saved at {made.label} is changed in place afterwards, "
+            f"so the backward at line {site.line if site else '?'} raises: "
+            f"{exception_line(exc)}"
+        )
+        site = made
     explained = "(torchwise:" in str(exc)  # a stand-in that could not serve said why already
     needs = None
     if session.steps == 0 and not explained:

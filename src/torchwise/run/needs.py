@@ -13,6 +13,9 @@ from __future__ import annotations
 import errno
 import re
 
+#: torch's error when a tensor saved for backward was changed in place afterwards
+IN_PLACE_ERROR = "modified by an inplace operation"
+
 _NETWORK = re.compile(
     r"(?i)name resolution|nodename nor servname|failed to establish a new connection|"
     r"connection refused|network is unreachable|max retries exceeded|couldn't connect|offline mode"

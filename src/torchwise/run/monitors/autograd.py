@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections import deque
 from collections.abc import Iterator
 from types import FrameType
@@ -26,8 +28,16 @@ import torch
 from torchwise.run.monitors.loader import tensors_in
 from torchwise.run.monitors.modules import ModuleMonitor
 from torchwise.run.monitors.replay import first_nonfinite_op
+from torchwise.run.needs import IN_PLACE_ERROR
 from torchwise.run.session import Pass, Session
-from torchwise.run.sites import Site, assignment_line, frame_site, user_frames, user_site
+from torchwise.run.sites import (
+    Site,
+    assignment_line,
+    frame_site,
+    is_user_file,
+    user_frames,
+    user_site,
+)
 
 STEP_TAG = "torchwise_step"
 CALL_TAG = "torchwise_call"
@@ -52,9 +62,15 @@ class AutogradMonitor:
         monitor = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
+            tensors = args[0] if args else kwargs.get("tensors")
             if not session.replaying:
-                monitor.before_backward(args[0] if args else kwargs.get("tensors"))
-            return original(*args, **kwargs)
+                monitor.before_backward(tensors)
+            try:
+                return original(*args, **kwargs)
+            except RuntimeError as error:
+                if IN_PLACE_ERROR in str(error) and torch.is_anomaly_enabled():
+                    monitor.locate_in_place(tensors, str(error))
+                raise
 
         session.patches.setattr(torch.autograd, "backward", backward)
         session.listen("step_post", self._after_step)
@@ -76,6 +92,23 @@ class AutogradMonitor:
                     self.nonfinite_seen = True
                     self._diagnose(loss, site)
                     break
+
+    def locate_in_place(self, tensors: Any, message: str) -> None:
+        """Under anomaly detection, the user's line that made the tensor a later in-place
+        operation changed: autograd keeps each node's forward traceback in its metadata."""
+        match = re.search(r"which is output \d+ of (\w+)", message)
+        if match is None:
+            return
+        wanted = f"{match.group(1)}Backward"
+        for loss in tensors_in(tensors, limit=4):
+            for node in _nodes(loss.grad_fn):
+                if not node.name().startswith(wanted) or not _saved_was_changed(node):
+                    continue
+                trace = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
+                site = _last_user_frame(trace) if trace else None
+                if site is not None:
+                    self.session.facts["in_place_saved_at"] = site.to_json()
+                    return
 
     # TWR110 ----------------------------------------------------------------------
     def _diagnose(self, loss: torch.Tensor, site: Site | None) -> None:
@@ -156,6 +189,45 @@ class AutogradMonitor:
                 "fix": f"accumulate `{name}` with .item() or .detach()",
             },
         )
+
+
+def _nodes(root: Any, limit: int = 100_000) -> Iterator[Any]:
+    """The autograd nodes under ``root`` (a bounded walk)."""
+    seen: set[int] = set()
+    pending = [root] if root is not None else []
+    while pending and len(seen) < limit:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        pending.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+
+
+def _saved_was_changed(node: Any) -> bool:
+    """Whether a tensor ``node`` saved for backward was changed in place since: reading it
+    back raises torch's in-place error (several nodes of one kind may be in the graph)."""
+    for name in dir(node):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            getattr(node, name)
+        except RuntimeError as error:
+            if IN_PLACE_ERROR in str(error):
+                return True
+        except Exception:  # an attribute that cannot be read says nothing
+            continue
+    return False
+
+
+def _last_user_frame(trace: Any) -> Site | None:
+    """The innermost user frame of a formatted traceback (a string or a list of lines)."""
+    text = "".join(trace) if isinstance(trace, list) else str(trace)
+    found: Site | None = None
+    for path, line in re.findall(r'File "([^"]+)", line (\d+)', text):
+        if is_user_file(path):
+            found = Site(os.path.abspath(path), int(line))
+    return found
 
 
 def _any_nonfinite(value: Any) -> bool:
