@@ -191,7 +191,7 @@ def test_a_mismatch_names_where_each_tensor_came_from(run: Run) -> None:
     assert "Positions.table, a plain tensor attribute set at script.py:12" in evidence[16]
     assert "register_buffer" in evidence[16]
     assert "moved to cuda:0 at script.py:24" in evidence[16]
-    assert "a batch of the DataLoader at script.py:22, last made at script.py:23" in evidence[24]
+    assert "a batch of the DataLoader at script.py:22, handled at script.py:23" in evidence[24]
     assert "moved to cuda:0 at script.py:19" in evidence[24]
     assert "created at script.py:28" in evidence[29]
     fixed = run(ORIGINS.format(keep='self.register_buffer("table", table)'), as_cuda=True)

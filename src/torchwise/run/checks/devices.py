@@ -21,8 +21,9 @@ class MixedDeviceOp:
     DataLoader batches (on the CPU), and every other result on its inputs'
     device. An operation whose tensor arguments sit on two devices is reported
     at the user's line, with each tensor's device, shape and origin: where a
-    CPU tensor was created or taken from the DataLoader and the user's line
-    that last made it (often where a `.to(device)` is missing), the plain
+    CPU tensor was created or taken from the DataLoader, the first user line
+    that handled it after that (often where a `.to(device)` is missing) and
+    the last, the plain
     module attribute it is (`self.pe = pe`, which `module.to()` never moves),
     or the line that moved a CUDA tensor to its device; the run
     then goes on (the tensors are all on the CPU really), so one run finds

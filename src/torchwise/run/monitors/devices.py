@@ -77,6 +77,23 @@ def _set(
             pass
 
 
+def handled_at(origin: str, label: str) -> str:
+    """``origin`` with the user's line ``label`` that handled the CPU tensor again.
+
+    The origin keeps where the tensor came from, the first user line that handled it
+    after that (in the loop, often where a `.to(device)` is missing: `x = x.float()`),
+    and the last (often inside the model, where it meets the CUDA tensors).
+    """
+    base, _, rest = origin.partition(", handled at ")
+    base = base.partition(", last made at ")[0]
+    first = rest.partition(", last made at ")[0] or None
+    if base.endswith(f" at {label}") or first == label:
+        return origin if first == label or not first else f"{base}, handled at {first}"
+    if first is None:
+        return f"{base}, handled at {label}"
+    return f"{base}, handled at {first}, last made at {label}"
+
+
 def _inherited_origin(tensors: list[torch.Tensor], device: str) -> str | None:
     """The origin of the first argument on ``device`` that has one: a CPU batch
     sliced, cast and reshaped still names the line it came from."""
@@ -356,13 +373,7 @@ class DeviceMonitor:
             else:
                 origin = _inherited_origin(tensors, requested)
                 if made is not None and origin is not None:
-                    # the line that last handled the CPU tensor: often where a .to() is missing
-                    first, label = origin.split(", last made at ")[0], Site(made[0], made[1]).label
-                    origin = (
-                        first
-                        if first.endswith(f" at {label}")
-                        else (f"{first}, last made at {label}")
-                    )
+                    origin = handled_at(origin, Site(made[0], made[1]).label)
             handled = made is not None  # by the user's own line
             if made is not None and (tensors or _name(func) not in FACTORIES):
                 made = None  # TWR403 follows factories only; the origin follows every creation

@@ -91,10 +91,10 @@ class EvaluationJudge:
         return self.modules.mode_calls.get(module_id, (None, None))[index]
 
     def _train_mode(self, loop: list[RootCall]) -> None:
-        active = next((c.train_layers for c in loop if c.train_layers), None)
-        if not active:
+        offending = next((c for c in loop if c.train_layers), None)
+        if offending is None or not offending.train_layers:
             return
-        first = loop[0]
+        active, first = offending.train_layers, offending  # not an earlier call in eval mode
         evidence: dict[str, object] = {
             "layers in training mode": _names(active),
             "calls": f"{len(loop)} evaluation batches, none used by a backward",
