@@ -328,3 +328,47 @@ def test_an_evaluation_finding_names_the_evaluation_loop_not_a_shared_helper(run
     (found,) = [f for f in result["findings"] if f["code"] == "TWR201"]
     assert found["line"] == 17  # `for x, y in DataLoader(...)` in validate()
     assert found["data"]["model called at"].endswith("script.py:12")
+
+
+VALIDATE_THEN_TEST = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def one_batch(x, y):
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def validate():
+    model.eval()
+    with torch.no_grad():
+        for x, y in DataLoader(data, batch_size=16):
+            one_batch(x, y)
+    model.train()
+
+
+def test():
+    with torch.no_grad():
+        for x, y in DataLoader(data, batch_size=16):
+            one_batch(x, y)
+
+
+for x, y in DataLoader(data, batch_size=16, shuffle=True):
+    loss = one_batch(x, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+validate()
+test()
+"""
+
+
+def test_the_loop_reported_is_the_one_that_ran_in_train_mode(run: Run) -> None:
+    """validate() and test() share one model call; only test() forgot eval()."""
+    (found,) = [f for f in run(VALIDATE_THEN_TEST)["findings"] if f["code"] == "TWR201"]
+    assert found["line"] == 26  # test()'s loop, not validate()'s at line 19
