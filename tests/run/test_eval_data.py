@@ -371,4 +371,4 @@ test()
 def test_the_loop_reported_is_the_one_that_ran_in_train_mode(run: Run) -> None:
     """validate() and test() share one model call; only test() forgot eval()."""
     (found,) = [f for f in run(VALIDATE_THEN_TEST)["findings"] if f["code"] == "TWR201"]
-    assert found["line"] == 26  # test()'s loop, not validate()'s at line 19
+    assert found["line"] == 25  # test()'s loop, not validate()'s at line 18
