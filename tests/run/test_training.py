@@ -682,3 +682,61 @@ def test_probabilities_over_a_sequence_are_read_along_the_class_dimension(run: R
     """
     assert "TWR306" in codes(run(source.format(head=".softmax(-1)")))
     assert "TWR306" not in codes(run(source.format(head="")))
+
+
+SOFT_UPDATE = """
+import copy
+import torch
+from torch import nn
+
+online = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+target = copy.deepcopy(online)
+optimizer = torch.optim.Adam(online.parameters(), lr=1e-2)
+tau = 0.05
+for step in range(6):
+    state, next_state = torch.randn(16, 4), torch.randn(16, 4)
+    with torch.no_grad():
+        goal = target(next_state).max(1).values
+    loss = nn.functional.mse_loss(online(state).max(1).values, goal)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    for {pair} in zip(target.parameters(), online.parameters()):
+        target_param.data.copy_(tau * online_param.data + (1 - tau) * target_param.data)
+"""
+
+
+def test_a_soft_update_that_pulls_the_trained_network_toward_the_target(run: Run) -> None:
+    """Written the wrong way round, the target never changes and every step pulls the
+    trained weights back to it (TWR114, at the update's line)."""
+    wrong = run(SOFT_UPDATE.format(pair="online_param, target_param"))
+    (found,) = [f for f in wrong["findings"] if f["code"] == "TWR114"]
+    assert found["severity"] == "error" and found["line"] == 19
+    assert "moved toward the Sequential called at line 13" in found["message"]
+    right = run(SOFT_UPDATE.format(pair="target_param, online_param"))
+    assert codes(right, serious=True) == []
+
+
+def test_reptile_copies_the_changing_meta_weights_into_the_fast_ones(run: Run) -> None:
+    source = """
+    import copy
+    import torch
+    from torch import nn
+
+    meta = nn.Linear(4, 2)
+    fast = copy.deepcopy(meta)
+    optimizer = torch.optim.SGD(fast.parameters(), lr=0.1)
+    for task in range(4):
+        for param, meta_param in zip(fast.parameters(), meta.parameters()):
+            param.data.copy_(meta_param.data)
+        for inner in range(2):
+            loss = fast(torch.randn(8, 4)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            for meta_param, param in zip(meta.parameters(), fast.parameters()):
+                meta_param += 0.5 * (param - meta_param)
+        meta(torch.randn(2, 4))
+    """
+    assert codes(run(source), serious=True) == []

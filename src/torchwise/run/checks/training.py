@@ -751,8 +751,14 @@ class TrainedNetworkOverwritten:
     a DQN's target network synced the wrong way
     (`policy.load_state_dict(target.state_dict())`), or the optimizer built on
     the target network, which the sync then resets from a policy network that
-    never trains. Syncing a target network from the trained one, and
-    restoring a saved copy of the weights, are not reported.
+    never trains. It also reports a soft update written the wrong way round
+    (`online.data.copy_(tau * target.data + (1 - tau) * online.data)`): before
+    each of the first steps, the trained weights are compared with those the
+    last step left; a change that is a step toward a network no optimizer
+    holds and nothing has changed is a pull toward it, reported at the line
+    that writes it (found by watching the next updates). Syncing a target
+    network from the trained one, restoring a saved copy of the weights, and a
+    meta-learner's copy of weights that themselves change are not reported.
 
     ## Why is this bad?
     Every sync throws the optimizer's progress away and puts back the same

@@ -50,6 +50,7 @@ from torch.optim.optimizer import (
 
 from torchwise.findings import Severity
 from torchwise.run.monitors.modules import ModuleMonitor
+from torchwise.run.monitors.pulls import SEARCH_STEPS, WATCHED_STEPS, PullWatch
 from torchwise.run.monitors.replay import influences_output
 from torchwise.run.session import Session
 from torchwise.run.sites import Site, user_site
@@ -116,6 +117,7 @@ class OptimizerMonitor:
         self.fingerprints: dict[int, tuple[int, torch.Tensor]] = {}
         #: ids of parameters a load_state_dict wrote (pretrained, resumed), for TWR103
         self.loaded: set[int] = set()
+        self.pulls = PullWatch(self._report_pull)
 
     def install(self) -> None:
         patches = self.session.patches
@@ -222,6 +224,8 @@ class OptimizerMonitor:
         session.emit("step_pre", optimizer)
         if not self.fingerprints:
             self._fingerprint_models()
+        if not self.pulls.done and self.session.steps <= WATCHED_STEPS + SEARCH_STEPS:
+            self.pulls.before_step(self._untrained(), self._param_label)
         carried: list[torch.Tensor] = []
         site: Site | None = None
         for param in self.optimizer_params(optimizer):
@@ -249,6 +253,7 @@ class OptimizerMonitor:
             state.fresh = False
             state.cleared = None
         self.backwards_since_step = []
+        self.pulls.after_step(self.optimizer_params(optimizer), self.session.steps + 1)
         if self._frozen:
             changed = [p for p, before in self._frozen if not torch.equal(p.detach(), before)]
             self._frozen = []
@@ -351,6 +356,28 @@ class OptimizerMonitor:
             )
             return
 
+    def _untrained(self) -> list[torch.Tensor]:
+        """The floating parameters that no optimizer holds and nothing has changed since
+        the first step (a meta-learner's slow weights, which change, do not count)."""
+        held = {id(p) for o in self.known_optimizers() for p in self.optimizer_params(o)}
+        return [
+            p for root in self.modules.root_modules() for p in root.parameters()
+            if id(p) not in held and p.is_floating_point() and self._unchanged(p)
+        ]  # fmt: skip
+
+    def _param_label(self, param: torch.Tensor) -> str:
+        """The model that holds ``param``: its class and the line that calls it."""
+        for root in self.modules.root_modules():
+            if any(p is param for p in root.parameters()):
+                return self._called_label(root)
+        return f"a parameter {tuple(param.shape)}"
+
+    def _report_pull(self, site: Site | None, message: str, evidence: dict[str, object]) -> None:
+        fallback = next(iter(self.optimizer_sites.values()), None)
+        if site is None:
+            evidence["line"] = "not seen (the update was not repeated while it was watched)"
+        self.session.report("TWR114", site or fallback, message, evidence=evidence)
+
     def _names(self, params: Sequence[torch.Tensor]) -> list[str]:
         owners = self.modules.parameter_owners()
         return [owners.get(id(p), (f"parameter {tuple(p.shape)}", 0))[0] for p in params]
@@ -390,6 +417,7 @@ class OptimizerMonitor:
 
     # end of run ------------------------------------------------------------------
     def finish(self) -> None:
+        self.pulls.close()
         if self.session.steps < 2:
             return
         self._gradless()
