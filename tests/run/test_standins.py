@@ -11,6 +11,7 @@ port, so a download fails the same way on any machine.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import textwrap
 from pathlib import Path
@@ -301,6 +302,8 @@ def test_the_import_hook_runs_after_the_module_and_at_once_for_one_already_impor
     remove = hook.install()
     try:
         assert seen == [("json", 0)]  # imported before: patched at once
+        # finding the module without importing it (is it installed?) runs nothing yet
+        assert importlib.util.find_spec("later_module") is not None and len(seen) == 1
         import later_module  # noqa: F401
 
         assert seen == [("json", 0), ("later_module", 1)]

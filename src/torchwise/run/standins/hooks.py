@@ -56,9 +56,15 @@ class AfterImport(importlib.abc.MetaPathFinder):
             self._finding.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        del self.callbacks[fullname]  # once: a reload is the script's business
-        spec.loader = _CallingBack(spec.loader, callback)
+        # The callback is taken when the module runs, not here: `importlib.util.find_spec`
+        # (transformers asks it whether datasets is installed) finds without importing.
+        spec.loader = _CallingBack(spec.loader, lambda module: self._run_once(fullname, module))
         return spec
+
+    def _run_once(self, fullname: str, module: ModuleType) -> None:
+        callback = self.callbacks.pop(fullname, None)  # once: a reload is the script's business
+        if callback is not None:
+            callback(module)
 
 
 def _find_with_others(
