@@ -42,11 +42,17 @@ FROM_SOURCE = "_torchwise_from_untrained"
 
 
 def _values(param: torch.Tensor) -> torch.Tensor:
-    return param.detach().reshape(-1)[:ELEMENTS].double().clone()
+    with torch._C.DisableTorchFunction():  # our arithmetic, outside the simulated devices
+        return param.detach().reshape(-1)[:ELEMENTS].double().clone()
 
 
 def pull_fraction(old: torch.Tensor, new: torch.Tensor, source: torch.Tensor) -> float | None:
     """``tau`` when ``new = old + tau * (source - old)`` with ``tau`` in (0, 1]; else None."""
+    with torch._C.DisableTorchFunction():
+        return _fraction(old, new, source)
+
+
+def _fraction(old: torch.Tensor, new: torch.Tensor, source: torch.Tensor) -> float | None:
     delta, towards = new - old, source - old
     scale = float(towards.norm())
     if float(delta.norm()) == 0.0 or scale == 0.0:
@@ -112,8 +118,9 @@ class PullWatch:
         pulls = []
         for param, _, old in self.kept.values():
             new = _values(param)  # `.data.copy_` keeps the version counter: compare values
-            if torch.equal(new, old):
-                continue
+            with torch._C.DisableTorchFunction():
+                if torch.equal(new, old) or not bool(torch.isfinite(new).all()):
+                    continue  # unchanged, or NaN (TWR110's business)
             for source in by_shape.get(tuple(param.shape), []):
                 tau = pull_fraction(old, new, _values(source))
                 if tau is not None:
