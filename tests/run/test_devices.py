@@ -196,3 +196,24 @@ def test_a_mismatch_names_where_each_tensor_came_from(run: Run) -> None:
     assert "created at script.py:28" in evidence[29]
     fixed = run(ORIGINS.format(keep='self.register_buffer("table", table)'), as_cuda=True)
     assert sorted(f["line"] for f in fixed["findings"] if f["code"] == "TWR401") == [24, 29]
+
+
+def test_a_nan_run_on_the_simulated_gpu_reports_the_nan_and_no_device_error(run: Run) -> None:
+    """The checks' own arithmetic on weights (a NaN replay, the soft-update check) runs
+    outside the simulated devices: it must not turn into a device mismatch."""
+    source = """
+    import torch
+    from torch import nn
+
+    device = torch.device("cuda")
+    model = nn.Sequential(nn.Linear(4, 16), nn.Linear(16, 1)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(4):
+        out = model(torch.randn(8, 4, device=device))
+        loss = torch.sqrt(out - 10).mean()  # the square root of negatives: NaN
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    found = codes(run(source, as_cuda=True), serious=True)
+    assert "TWR110" in found and "TWR401" not in found
