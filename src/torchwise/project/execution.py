@@ -251,7 +251,7 @@ def _working_directory(directory: Path) -> Iterator[None]:
 
 
 def _row(finding: Finding, root: Path) -> FindingRow:
-    from torchwise.run.catalog import get_check
+    from torchwise.run import get_check
 
     check = get_check(finding.code)
     path = finding.path
