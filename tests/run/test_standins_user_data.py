@@ -172,3 +172,26 @@ def test_an_iterable_dataset_streams_items_shaped_for_a_regression_model(run: Ru
     assert result["exit_status"] == 0 and result["steps"] >= 5
     (note,) = _notes(result)
     assert "float32 (6,) with targets float32 (1,)" in note
+
+
+def test_an_attribute_the_failed_constructor_never_set_is_the_stand_ins_limit(run: Run) -> None:
+    """The script reads what __init__ would have set after the missing file: the run stops
+    there, said as the stand-in's limit (a hint), not as the script's bug."""
+    source = TOKENS.format(workers=0).replace(
+        "model = LanguageModel()", "model = LanguageModel(vocab=data.vocab_size)"
+    )
+    result = run(source)
+    (crash,) = [f for f in result["findings"] if f["code"] == "TWR001"]
+    assert crash["severity"] == "info" and result["steps"] == 0
+    assert "Tokens's files are missing and its stand-in has no `vocab_size`" in crash["message"]
+
+
+def test_a_crash_before_the_first_step_on_guessed_items_is_not_called_a_bug(run: Run) -> None:
+    source = TABLE.format(item="self.x[i], self.y[i]", unpack="x, y").replace(
+        "loss = nn.functional.cross_entropy(model(x), y)",
+        "loss = nn.functional.cross_entropy(model(x[:, :6]), y)",
+    )
+    result = run(source)
+    (crash,) = [f for f in result["findings"] if f["code"] == "TWR001"]
+    assert crash["severity"] == "info"
+    assert crash["message"].startswith("the run stopped before its first step on stand-in data")

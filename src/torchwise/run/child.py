@@ -237,12 +237,33 @@ def _report_crash(session: Session, exc: BaseException) -> None:
         needs = needs_of(exc, simulated_gpu=session.options.as_cuda)
     if needs is not None:  # it never trained: say what it lacked, and what would serve
         message = f"{message.rstrip('.')}; {needs}"
+    severity = None
+    guessed = [n for n in session.notes if n.startswith("stand-in data") and _guessed(n)]
+    if session.steps == 0 and (explained or guessed):
+        # Stopped before training on data whose shape torchwise guessed: the crash may be
+        # the stand-in's, not the script's, and it is not reported as the script's bug.
+        severity = Severity.INFO
+        if not explained:
+            message = (
+                f"the run stopped before its first step on stand-in data whose items or "
+                f"columns were guessed, so this may be the stand-in's limit, not a bug: "
+                f"{exception_line(exc)} (run with the real data, or a small sample of it)"
+            )
     session.report(
         "TWR001",
         site,
         message,
+        severity=severity,
         evidence={"step": session.steps, "exception": type(exc).__name__},
     )
+
+
+def _guessed(note: str) -> bool:
+    """A stand-in that guessed what the data items hold (a Dataset's items shaped from the
+    model, a dataset's columns unknown), by the words its note uses. An image folder's
+    unknown class count is not such a guess: its items are the script's own transforms of
+    real-sized images."""
+    return "shaped from" in note or "real columns are unknown" in note
 
 
 def _report_exit(session: Session, exit_: SystemExit, status: int) -> None:

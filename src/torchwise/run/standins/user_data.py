@@ -152,6 +152,18 @@ def _become(
         "__len__": lambda self: ITEMS,
         "__getitem__": lambda self, index: items.item(index),
     }
+    name = cls.__name__
+
+    def __getattr__(self: Any, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise AttributeError(
+            f"'{name}' object has no attribute '{attribute}' (torchwise: {name}'s files are "
+            f"missing and its stand-in has no `{attribute}`: its __init__ stopped before "
+            "setting it; run with the real data)"
+        )
+
+    namespace["__getattr__"] = __getattr__
     if isinstance(dataset, torch.utils.data.IterableDataset):
         namespace["__iter__"] = lambda self: (items.item(index) for index in range(ITEMS))
     dataset.__class__ = type(cls.__name__, (cls,), namespace)
