@@ -9,7 +9,7 @@ from typing import Any
 
 from run_helpers import codes
 
-from torchwise.run.standins.user_data import missing_file
+from torchwise.run.needs import missing_file
 
 Run = Callable[..., dict[str, Any]]
 

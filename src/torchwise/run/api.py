@@ -118,11 +118,7 @@ def run_script(
             wall_seconds=time.perf_counter() - started,
         )
     with tempfile.TemporaryDirectory(prefix="torchwise-run-") as out:
-        spec = Path(out) / "spec.json"
-        spec.write_text(
-            json.dumps({"target": target.to_json(), "options": options.to_json(), "out": out}),
-            encoding="utf-8",
-        )
+        spec = _write_spec(Path(out), target, options)
         output, stopped = _launch(spec, options, python or sys.executable, cwd)
         results = _results(Path(out))
         findings = merge(results)
@@ -337,6 +333,16 @@ def _environment(options: RunOptions) -> dict[str, str]:
     return env
 
 
+def _write_spec(out: Path, target: Target, options: RunOptions) -> Path:
+    """The child's instructions: what to run, how, and where to write its results."""
+    spec = out / "spec.json"
+    spec.write_text(
+        json.dumps({"target": target.to_json(), "options": options.to_json(), "out": str(out)}),
+        encoding="utf-8",
+    )
+    return spec
+
+
 def _in_place_crash(findings: list[Finding]) -> bool:
     return any(f.code == "TWR001" and IN_PLACE_ERROR in f.message for f in findings)
 
@@ -355,12 +361,7 @@ def _in_place_rerun(
         options, detect_anomaly=True, script_output="capture", steps=1, epochs=1
     )
     with tempfile.TemporaryDirectory(prefix="torchwise-run-") as out:
-        spec = Path(out) / "spec.json"
-        spec.write_text(
-            json.dumps({"target": target.to_json(), "options": again.to_json(), "out": out}),
-            encoding="utf-8",
-        )
-        _launch(spec, again, python, cwd)
+        _launch(_write_spec(Path(out), target, again), again, python, cwd)
         located = [
             f for f in merge(_results(Path(out)))
             if f.code == "TWR001" and f.message.startswith("a tensor that autograd saved")

@@ -263,7 +263,9 @@ def _guessed(note: str) -> bool:
     model, a dataset's columns unknown), by the words its note uses. An image folder's
     unknown class count is not such a guess: its items are the script's own transforms of
     real-sized images."""
-    return "shaped from" in note or "real columns are unknown" in note
+    from torchwise.run.needs import GUESSED_COLUMNS, GUESSED_ITEMS
+
+    return GUESSED_ITEMS in note or GUESSED_COLUMNS in note
 
 
 def _report_exit(session: Session, exit_: SystemExit, status: int) -> None:

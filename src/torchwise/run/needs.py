@@ -15,6 +15,11 @@ import re
 
 #: torch's error when a tensor saved for backward was changed in place afterwards
 IN_PLACE_ERROR = "modified by an inplace operation"
+#: the words of a stand-in's note when it guessed what the items hold (a Dataset's items
+#: shaped from the model, a dataset's columns unknown offline): a crash before the first
+#: step on such data may be the stand-in's, not the script's
+GUESSED_ITEMS = "shaped from"
+GUESSED_COLUMNS = "real columns are unknown"
 
 _NETWORK = re.compile(
     r"(?i)name resolution|nodename nor servname|failed to establish a new connection|"
@@ -39,7 +44,7 @@ def needs_of(error: BaseException, *, simulated_gpu: bool) -> str | None:
             f"it needs the package '{top}', which is not installed where it runs "
             f"(install it, e.g. pip install {top})"
         )
-    if _missing_file(error):
+    if missing_file(error):
         name = getattr(error, "filename", None) or _quoted(text) or "a file"
         return (
             f"it needs {name!s}, which is not here: stand-ins serve torchvision's datasets, a "
@@ -58,10 +63,16 @@ def needs_of(error: BaseException, *, simulated_gpu: bool) -> str | None:
     return None
 
 
-def _missing_file(error: BaseException) -> bool:
+def missing_file(error: BaseException) -> bool:
+    """Whether ``error`` says a file or folder is not there."""
     if isinstance(error, FileNotFoundError):
         return True
-    return isinstance(error, OSError) and error.errno == errno.ENOENT
+    if isinstance(error, OSError) and error.errno == errno.ENOENT:
+        return True
+    text = str(error).lower()
+    return isinstance(error, (OSError, ValueError)) and (
+        "no such file" in text or "does not exist" in text
+    )
 
 
 def _quoted(text: str) -> str | None:

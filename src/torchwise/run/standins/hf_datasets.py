@@ -27,6 +27,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from torchwise.run.needs import GUESSED_COLUMNS
+
 Note = Callable[[str], None]
 Patch = Callable[[Any, str, Any], None]
 
@@ -142,7 +144,7 @@ def stand_in(
             else module.IterableDatasetDict({k: v.to_iterable_dataset() for k, v in made.items()})
         )
     shown = ", ".join(columns)
-    what = "its columns" if known else "a text column (its real columns are unknown offline)"
+    what = "its columns" if known else f"a text column (its {GUESSED_COLUMNS} offline)"
     sizes = ", ".join(f"{part} {ROWS[part]}" for part in splits)
     note(
         f"stand-in data: load_dataset({path!r}{', ' + repr(name) if name else ''}) could not be "

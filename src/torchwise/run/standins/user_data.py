@@ -31,7 +31,6 @@ is raised with one line saying why. ``--no-stand-ins`` turns it off.
 from __future__ import annotations
 
 import ast
-import errno
 import gc
 import inspect
 import linecache
@@ -45,6 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchwise.run.needs import GUESSED_ITEMS, missing_file
 from torchwise.run.sites import is_user_file, user_frame
 
 Note = Callable[[str], None]
@@ -64,18 +64,6 @@ IMAGE_NAMES = ("img_size", "image_size", "input_size", "resolution", "img_dim")
 
 class CannotShape(Exception):
     """The stand-in's items cannot be shaped; the message says why."""
-
-
-def missing_file(error: BaseException) -> bool:
-    """Whether ``error`` says a file or folder is not there."""
-    if isinstance(error, FileNotFoundError):
-        return True
-    if isinstance(error, OSError) and error.errno == errno.ENOENT:
-        return True
-    text = str(error).lower()
-    return isinstance(error, (OSError, ValueError)) and (
-        "no such file" in text or "does not exist" in text
-    )
 
 
 def patch_user_datasets(note: Note, patch: Patch) -> None:
@@ -222,7 +210,7 @@ class _LazyItems:
                 ) from self.error
             self.note(
                 f"stand-in data: {self.name}() could not read its files ({_short(self.error)}); "
-                f"{ITEMS} synthetic items, {self.shape.describe()}, shaped from "
+                f"{ITEMS} synthetic items, {self.shape.describe()}, {GUESSED_ITEMS} "
                 f"{self.shape.source}, take its place (--no-stand-ins runs only on the real data)"
             )
         return self.shape
