@@ -740,3 +740,11 @@ def test_reptile_copies_the_changing_meta_weights_into_the_fast_ones(run: Run) -
         meta(torch.randn(2, 4))
     """
     assert codes(run(source), serious=True) == []
+
+
+def test_a_small_soft_update_step_is_seen_through_float32_rounding(run: Run) -> None:
+    """tau = 0.001 moves float32 weights by a few ulps' worth: the pull is still told apart."""
+    source = SOFT_UPDATE.format(pair="online_param, target_param").replace(
+        "tau = 0.05", "tau = 0.001"
+    )
+    assert "TWR114" in codes(run(source), serious=True)
